@@ -1,0 +1,71 @@
+"""Where kwb's builds live on disk, and the manifest that describes each one.
+
+    <root>/                      TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>
+      kwb_<name>/                one entry per kernel folder or load_inline name
+        lock                     flock()ed while a build runs; holds the builder's pid and host
+        build-cpu/, build-cuda/  ninja's incremental build folders (objects, depfiles, build.log)
+        <stem>.so                finished libraries, immutable, named by their build key
+        <stem>.json              the manifest, written last: its presence means the .so is whole
+        inline/<hash>/           load_inline sources, one folder per distinct source text
+
+    <stem> = <name>.<device>.<base[:12]>.<key[:12]>
+
+`base` hashes everything known before compiling (sources, flags, arch, versions); `key` adds
+the headers the compiler reported. A warm load finds the manifests sharing its base by file
+name and checks their recorded headers, so it never runs the compiler or ninja.
+This module imports nothing heavy (no torch).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+FORMAT = 1  # bump when the manifest or the build recipe changes meaning
+ENTRY_PREFIX = "kwb_"
+LOCK_NAME = "lock"
+MANIFEST_SUFFIX = ".json"
+LIBRARY_SUFFIX = ".so"
+BUILD_LOG = "build.log"
+
+
+def torch_tag(torch_cuda: str | None) -> str:
+    """torch.utils.cpp_extension's folder tag, e.g. 'py311_cu130' or 'py311_cpu'."""
+    cu = "cpu" if not torch_cuda else "cu" + torch_cuda.replace(".", "")
+    return f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}_{cu}"
+
+
+def default_root(torch_cuda: str | None) -> Path:
+    """The root torch.utils.cpp_extension uses: TORCH_EXTENSIONS_DIR, else its per-tag default."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "torch_extensions" / torch_tag(torch_cuda)
+
+
+def entry_dir(root: Path, ident: str) -> Path:
+    return root / f"{ENTRY_PREFIX}{ident}"
+
+
+def build_dir(entry: Path, device: str) -> Path:
+    return entry / f"build-{device}"
+
+
+def stem(name: str, device: str, base: str, key: str) -> str:
+    return f"{name}.{device}.{base[:12]}.{key[:12]}"
+
+
+def manifests_for(entry: Path, name: str, device: str, base: str) -> list[Path]:
+    """Manifests of finished builds that share `base`, newest first."""
+    found = list(entry.glob(f"{name}.{device}.{base[:12]}.*{MANIFEST_SUFFIX}"))
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
+def read_manifest(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None

@@ -1,0 +1,74 @@
+// Device-side helpers for kernel .cu files: dtype switch, float conversions, 16-byte vectors,
+// launch checks. CUDA headers only (no torch), so a .cu that includes this compiles in ~2 s.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "kwb_dtype.h"
+
+// Turns a runtime kwb::DType into a compile-time type T for the body, a lambda returning the
+// launcher's status (flash-attention's static_switch.h idea):
+//   return KWB_DTYPE_SWITCH(dtype, T, [&] { ...; return kwb::elementwise(...); });
+#define KWB_DTYPE_SWITCH(dtype, T, ...)                                              \
+  [&]() -> const char* {                                                             \
+    switch (dtype) {                                                                 \
+      case ::kwb::DType::Float32: { using T = float; return __VA_ARGS__(); }          \
+      case ::kwb::DType::Float16: { using T = __half; return __VA_ARGS__(); }         \
+      case ::kwb::DType::BFloat16: { using T = __nv_bfloat16; return __VA_ARGS__(); } \
+      case ::kwb::DType::Float64: { using T = double; return __VA_ARGS__(); }         \
+    }                                                                                \
+    return "unsupported dtype";                                                      \
+  }()
+
+namespace kwb {
+namespace {  // internal linkage: two builds of one kernel loaded in one process never share these
+
+// Arithmetic type for an element type: half types compute in float, as PyTorch does.
+template <typename T> struct AccType { using type = T; };
+template <> struct AccType<__half> { using type = float; };
+template <> struct AccType<__nv_bfloat16> { using type = float; };
+template <typename T> using acc_t = typename AccType<T>::type;
+
+template <typename A, typename T> __device__ __forceinline__ A to_acc(T v) { return static_cast<A>(v); }
+template <> __device__ __forceinline__ float to_acc<float, __half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_acc<float, __nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T, typename A> __device__ __forceinline__ T from_acc(A v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half from_acc<__half, float>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float v) { return __float2bfloat16_rn(v); }
+
+// N elements moved as one aligned access: 16 bytes gives LDG.128/STG.128.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+inline bool is_aligned(const void* p, int bytes) {
+  return (reinterpret_cast<uintptr_t>(p) % bytes) == 0;
+}
+
+// Multiprocessor count of the current device, read once per device (cudaDeviceGetAttribute
+// is cheap, but launches happen millions of times).
+inline int sm_count() {
+  static int cache[64] = {0};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 132;
+  if (cache[device] == 0) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    cache[device] = n > 0 ? n : 132;
+  }
+  return cache[device];
+}
+
+// nullptr when the last launch went well, else CUDA's message; the .cpp turns it into a
+// TORCH_CHECK naming the op.
+inline const char* last_launch_error() {
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace
+}  // namespace kwb

@@ -1,0 +1,93 @@
+// relu_scale: y = max(x, 0) * alpha. Op schemas, argument checks, the CPU implementation and
+// the CPU/CUDA registrations; the CUDA kernels are in relu_scale.cu.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
+#include "kwb_checks.h"
+#include "kwb_library.h"
+#include "relu_scale.h"
+
+namespace {
+
+constexpr const char* kOp = "relu_scale";
+
+at::Tensor relu_scale_cpu(const at::Tensor& x, double alpha) {
+  kwb::check_dtype_in(kOp, "x", x, {at::kFloat, at::kDouble}, "CPU");
+  const at::Tensor xc = kwb::contiguous(x);
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "relu_scale_cpu", [&] {
+    const scalar_t* in = xc.const_data_ptr<scalar_t>();
+    scalar_t* out = y.mutable_data_ptr<scalar_t>();
+    const scalar_t a = static_cast<scalar_t>(alpha);
+    at::parallel_for(0, xc.numel(), kwb::kCpuGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = in[i] < scalar_t(0) ? scalar_t(0) : in[i] * a;
+    });
+  });
+  return y;
+}
+
+at::Tensor relu_scale_backward_cpu(const at::Tensor& grad, const at::Tensor& x, double alpha) {
+  kwb::check_dtype_in("relu_scale_backward", "x", x, {at::kFloat, at::kDouble}, "CPU");
+  kwb::check_same_dtype("relu_scale_backward", "x", x, "grad", grad);
+  kwb::check_same_shape("relu_scale_backward", "x", x, "grad", grad);
+  kwb::check_same_device("relu_scale_backward", "x", x, "grad", grad);
+  const at::Tensor xc = kwb::contiguous(x), gc = kwb::contiguous(grad);
+  at::Tensor gx = at::empty(xc.sizes(), xc.options());
+  AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "relu_scale_backward_cpu", [&] {
+    const scalar_t* g = gc.const_data_ptr<scalar_t>();
+    const scalar_t* in = xc.const_data_ptr<scalar_t>();
+    scalar_t* out = gx.mutable_data_ptr<scalar_t>();
+    const scalar_t a = static_cast<scalar_t>(alpha);
+    at::parallel_for(0, xc.numel(), kwb::kCpuGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = in[i] > scalar_t(0) ? g[i] * a : scalar_t(0);
+    });
+  });
+  return gx;
+}
+
+#ifdef KWB_WITH_CUDA
+at::Tensor relu_scale_cuda_op(const at::Tensor& x, double alpha) {
+  kwb::check_dtype_in(kOp, "x", x, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, "CUDA");
+  const at::Tensor xc = kwb::contiguous(x);
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const ReluScaleParams p{xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), alpha};
+  KWB_CHECK_LAUNCH(kOp, relu_scale_cuda(p, kwb::to_dtype(xc.scalar_type()), kwb::current_stream(xc)));
+  return y;
+}
+
+at::Tensor relu_scale_backward_cuda_op(const at::Tensor& grad, const at::Tensor& x, double alpha) {
+  const char* op = "relu_scale_backward";
+  kwb::check_dtype_in(op, "x", x, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, "CUDA");
+  kwb::check_same_dtype(op, "x", x, "grad", grad);
+  kwb::check_same_shape(op, "x", x, "grad", grad);
+  kwb::check_same_device(op, "x", x, "grad", grad);
+  const at::Tensor xc = kwb::contiguous(x), gc = kwb::contiguous(grad);
+  at::Tensor gx = at::empty(xc.sizes(), xc.options());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const ReluScaleBackwardParams p{gc.const_data_ptr(), xc.const_data_ptr(), gx.mutable_data_ptr(),
+                                  xc.numel(), alpha};
+  KWB_CHECK_LAUNCH(op, relu_scale_backward_cuda(p, kwb::to_dtype(xc.scalar_type()),
+                                                kwb::current_stream(xc)));
+  return gx;
+}
+#endif
+
+}  // namespace
+
+KWB_LIBRARY(m) {
+  m.def("relu_scale(Tensor x, float alpha) -> Tensor");
+  m.def("relu_scale_backward(Tensor grad, Tensor x, float alpha) -> Tensor");
+}
+
+KWB_LIBRARY_IMPL(m, CPU) {
+  m.impl("relu_scale", &relu_scale_cpu);
+  m.impl("relu_scale_backward", &relu_scale_backward_cpu);
+}
+
+#ifdef KWB_WITH_CUDA
+KWB_LIBRARY_IMPL(m, CUDA) {
+  m.impl("relu_scale", &relu_scale_cuda_op);
+  m.impl("relu_scale_backward", &relu_scale_backward_cuda_op);
+}
+#endif

@@ -1,0 +1,25 @@
+// vector_add CUDA kernel: c = a + b, two reads and one write per element (12 bytes per fp32
+// element: 805 MB at 2^26, 268 us at the H100's 3.0 TB/s copy ceiling), through
+// kwb::elementwise (16-byte vectors, grid-stride, 64-bit indices).
+#include "kwb_elementwise.cuh"
+#include "vector_add.h"
+
+namespace {
+
+template <typename T>
+struct Add {
+  __device__ T operator()(T a, T b) const {
+    using A = kwb::acc_t<T>;
+    return kwb::from_acc<T>(kwb::to_acc<A>(a) + kwb::to_acc<A>(b));
+  }
+};
+
+}  // namespace
+
+const char* vector_add_cuda(const VectorAddParams& p, kwb::DType dtype, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    kwb::MapArgs<T, 2> args{{static_cast<const T*>(p.a), static_cast<const T*>(p.b)},
+                            static_cast<T*>(p.c), p.n};
+    return kwb::elementwise(args, Add<T>{}, stream);
+  });
+}

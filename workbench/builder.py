@@ -1,0 +1,318 @@
+"""From a kernel's sources to a finished, cached library.
+
+    find_cached(): the warm path. Hashes the sources, finds manifests with the same base by
+                   file name, checks their recorded headers; no compiler, no ninja.
+    build():       the cold path, under the entry's lock: ninja compiles what changed, the
+                   library is copied to its content-keyed name and the manifest written last.
+
+The build key covers every source and every header the compiler reported including (from its
+depfiles), all flags, the target archs, and the torch, CUDA, compiler and kwb format versions.
+A failed build records nothing, so fixing the error and loading again always rebuilds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cache_tools import layout
+
+from . import diagnostics, toolchain
+from .errors import BuildError, ToolchainError
+from .feedback import BuildFeedback
+from .fsutil import atomic_copy, atomic_write_text, sha256_file
+from .locking import BuildLock
+from .ninja_build import CompileStep, NinjaPlan, parse_depfile, run
+from .sources import KernelSource
+
+INPUTS_RECORD = ".kwb-inputs.json"  # per build folder: content hashes each object was built from
+MAX_BUILD_ATTEMPTS = 3  # a source edited during a build triggers another build, at most this often
+
+
+@dataclass
+class BuildConfig:
+    """Everything besides the sources that changes the binary."""
+
+    device: str  # "cpu" or "cuda"
+    cxx: str
+    nvcc: str | None
+    ninja: str
+    cflags: list[str]
+    cuda_cflags: list[str]
+    ldflags: list[str]
+    archs: tuple[str, ...]
+    versions: dict[str, str]
+
+    def fingerprint(self) -> dict:
+        return {
+            "device": self.device,
+            "cflags": self.cflags,
+            "cuda_cflags": self.cuda_cflags,
+            "ldflags": self.ldflags,
+            "archs": list(self.archs),
+            "versions": self.versions,
+        }
+
+
+def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), extra_cuda_cflags=(),
+                extra_ldflags=(), cuda_includes_torch: bool = False) -> BuildConfig:
+    info = toolchain.torch_info()
+    cxx = toolchain.cxx_path()
+    if cxx is None:
+        raise ToolchainError("no C++ compiler was found: install g++ (or set CXX to a compiler)")
+    ninja = toolchain.ninja_path()
+    if ninja is None:
+        raise ToolchainError("ninja was not found: pip install ninja")
+    abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(info.cxx11_abi)}"
+    includes = [f"-I{d}" for d in source.include_dirs]
+    torch_includes = [f"-isystem{d}" for d in info.include_dirs]
+    # -fvisibility=hidden: two builds of one kernel can live in one process without their
+    # symbols binding to each other; only kwb_register_library is exported.
+    cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never",
+              abi, *includes, *torch_includes]
+    ldflags = ["-shared", "-Wl,--no-undefined", f"-L{info.library_dir}", f"-Wl,-rpath,{info.library_dir}",
+               "-lc10", "-ltorch_cpu"]
+    nvcc = None
+    cuda_cflags: list[str] = []
+    archs: tuple[str, ...] = ()
+    versions = {
+        "kwb_format": str(layout.FORMAT),
+        "python": toolchain.python_tag(),
+        "torch": info.version,
+        "torch_git": info.git,
+        "torch_cuda": info.cuda or "none",
+        "cxx": toolchain.tool_version(cxx, root),
+    }
+    if device == "cuda":
+        nvcc = toolchain.nvcc_path()
+        assert nvcc is not None
+        home = toolchain.cuda_home()
+        archs = toolchain.cuda_archs()
+        versions["nvcc"] = toolchain.tool_version(nvcc, root)
+        cuda_include = str(home / "include")
+        cflags += ["-DKWB_WITH_CUDA", f"-isystem{cuda_include}"]
+        cuda_cflags = ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+                       abi, "-lineinfo", *toolchain.gencode_flags(archs), *includes]
+        if cuda_includes_torch:
+            import sysconfig
+
+            cuda_cflags[1] = f"-std={info.cxx_standard}"
+            cuda_cflags += [*torch_includes, f"-isystem{sysconfig.get_paths()['include']}",
+                            "-DKWB_CUDA_INCLUDES_TORCH", "--expt-relaxed-constexpr",
+                            "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                            "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
+        lib64 = home / "lib64" if (home / "lib64").exists() else home / "lib"
+        ldflags += ["-lc10_cuda", f"-L{lib64}", "-lcudart"]
+        if cuda_includes_torch:
+            ldflags += ["-ltorch_cuda", "-ltorch", "-ltorch_python"]
+    cflags += list(extra_cflags)
+    cuda_cflags += list(extra_cuda_cflags)
+    ldflags += list(extra_ldflags)
+    return BuildConfig(device, cxx, nvcc, ninja, cflags, cuda_cflags, ldflags, archs, versions)
+
+
+@dataclass
+class Build:
+    """A finished build on disk."""
+
+    name: str
+    device: str
+    base: str
+    key: str
+    library: Path
+    manifest_path: Path
+    manifest: dict = field(repr=False)
+    compiled: bool = False  # this call ran the compiler
+
+
+def _hash_files(paths) -> dict[str, str]:
+    return {str(p): sha256_file(Path(p)) for p in paths}
+
+
+def _base(source: KernelSource, config: BuildConfig) -> tuple[str, dict[str, str]]:
+    src = _hash_files(source.sources(config.device == "cuda"))
+    blob = json.dumps({"format": layout.FORMAT, "config": config.fingerprint(), "sources": src}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest(), src
+
+
+def _key(base: str, headers: dict[str, str]) -> str:
+    return hashlib.sha256((base + json.dumps(headers, sort_keys=True)).encode()).hexdigest()
+
+
+def _headers_unchanged(headers: dict[str, str]) -> bool:
+    for path, digest in headers.items():
+        try:
+            if sha256_file(Path(path)) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build | None:
+    entry = layout.entry_dir(root, source.ident)
+    base, _ = _base(source, config)
+    for path in layout.manifests_for(entry, source.name, config.device, base):
+        data = layout.read_manifest(path)
+        if not data or data.get("base") != base:
+            continue
+        if not _headers_unchanged(data.get("headers", {})):
+            continue
+        library = entry / data["library"]
+        if not library.exists():
+            continue
+        return Build(source.name, config.device, base, data["key"], library, path, data)
+    return None
+
+
+def latest_manifest(source: KernelSource, device: str, root: Path) -> dict | None:
+    """The newest manifest of any base for this kernel and device (for 'stale' in kwb list)."""
+    entry = layout.entry_dir(root, source.ident)
+    found = sorted(entry.glob(f"{source.name}.{device}.*{layout.MANIFEST_SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for p in found:
+        data = layout.read_manifest(p)
+        if data:
+            return data
+    return None
+
+
+def _toolchain_prefixes() -> list[str]:
+    """Headers under these come with torch, CUDA or the system: their versions are in the key."""
+    info = toolchain.torch_info()
+    prefixes = [os.path.dirname(info.include_dirs[0]), "/usr/include", "/usr/lib", "/usr/local/include/c++"]
+    home = toolchain.cuda_home()
+    if home:
+        prefixes += [str(home), os.path.realpath(home)]
+    prefixes += [sys.base_prefix, sys.prefix]
+    return [os.path.normpath(p) + os.sep for p in prefixes]
+
+
+def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path) -> list[str]:
+    prefixes = _toolchain_prefixes()
+    out = []
+    for dep in dep_paths:
+        path = os.path.normpath(dep if os.path.isabs(dep) else os.path.join(build_dir, dep))
+        if path in sources or any(path.startswith(p) for p in prefixes) or path.endswith(".o"):
+            continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _plan(source: KernelSource, config: BuildConfig) -> NinjaPlan:
+    steps = [CompileStep(p, f"{p.stem}.o", False) for p in source.cpp_sources]
+    if config.device == "cuda":
+        steps += [CompileStep(p, f"{p.stem}.cuda.o", True) for p in source.cuda_sources]
+    return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
+
+
+def _invalidate_changed_objects(build_dir: Path, plan: NinjaPlan) -> None:
+    """Delete each object whose inputs' content differs from what it was built from.
+
+    ninja trusts modification times; a file copied with its old mtime (cp -p, tar, rsync -a) or
+    an object left half-written by a killed build would otherwise pass as up to date."""
+    try:
+        record = json.loads((build_dir / INPUTS_RECORD).read_text())
+    except (OSError, ValueError):
+        record = {}
+    for step in plan.steps:
+        obj = build_dir / step.obj
+        if not obj.exists():
+            continue
+        inputs = record.get(step.obj)
+        if not inputs or not _headers_unchanged(inputs):
+            obj.unlink()
+
+
+def _record_inputs(build_dir: Path, plan: NinjaPlan, deps: dict[str, list[str]]) -> None:
+    record = {step.obj: _hash_files([str(step.source), *deps[step.obj]]) for step in plan.steps}
+    atomic_write_text(build_dir / INPUTS_RECORD, json.dumps(record, indent=1))
+
+
+def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False) -> Build:
+    """Build under the entry's lock (or find that another process just did)."""
+    entry = layout.entry_dir(root, source.ident)
+    what = f"{source.name} ({config.device})"
+    with BuildLock(entry / layout.LOCK_NAME, what):
+        if not force:
+            done = find_cached(source, config, root)
+            if done is not None:
+                return done
+        for _ in range(MAX_BUILD_ATTEMPTS):
+            result = _build_locked(source, config, entry, verbose)
+            if result is not None:
+                return result
+        raise BuildError(source.name, config.device, tail=f"the sources kept changing during {MAX_BUILD_ATTEMPTS} builds; load again once they are saved")
+
+
+def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool) -> Build | None:
+    build_dir = layout.build_dir(entry, config.device)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    plan = _plan(source, config)
+    base, src_hashes = _base(source, config)
+    _invalidate_changed_objects(build_dir, plan)
+    started = time.time()
+    feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
+    ok, output = run(config.ninja, build_dir, plan, feedback)
+    log_path = build_dir / layout.BUILD_LOG
+    atomic_write_text(log_path, output)
+    if not ok:
+        feedback.done(False)
+        found = diagnostics.parse(output, cwd=str(build_dir))
+        raise BuildError(source.name, config.device, found, str(log_path),
+                         tail="" if found else _command_tail(output), display_paths=source.display_paths)
+    deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir) for step in plan.steps}
+    all_headers = sorted({h for hs in deps.values() for h in hs})
+    # An input saved while the compiler ran may or may not be in the binary: build again.
+    if _base(source, config)[0] != base or any(_mtime(h) > started for h in all_headers):
+        feedback.done(False)
+        return None
+    headers = _hash_files(all_headers)
+    key = _key(base, headers)
+    stem = layout.stem(source.name, config.device, base, key)
+    library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
+    atomic_copy(build_dir / plan.library, library)
+    warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
+    manifest = {
+        "format": layout.FORMAT,
+        "kind": source.kind,
+        "name": source.name,
+        "ident": source.ident,
+        "device": config.device,
+        "folder": str(source.folder),
+        "base": base,
+        "key": key,
+        "library": library.name,
+        "library_size": library.stat().st_size,
+        "library_sha256": sha256_file(library),
+        "sources": src_hashes,
+        "headers": headers,
+        "config": config.fingerprint(),
+        "compilers": {"cxx": config.cxx, "nvcc": config.nvcc},
+        "built_at": time.time(),
+        "build_seconds": round(time.time() - started, 3),
+        "build_log": str(log_path),
+        "warnings": len(warnings),
+    }
+    manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))  # last: marks the build whole
+    _record_inputs(build_dir, plan, deps)
+    feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
+    return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
+
+
+def _command_tail(output: str) -> str:
+    """The failing command's own words, without ninja's '[n/m]' and 'FAILED:' scaffolding."""
+    keep = [l for l in output.splitlines() if not l.startswith(("[", "FAILED:", "ninja:")) and l.strip()]
+    return "\n".join(keep[-15:])

@@ -1,0 +1,210 @@
+"""What the machine builds with: torch's headers and libraries, the C++ compiler, nvcc, ninja,
+and the GPU architecture to target.
+
+Everything here is on the warm-load path, so it avoids importing torch.utils.cpp_extension
+(which pulls in setuptools) and caches compiler versions by the binary's path, size and mtime
+instead of running `--version` in every process.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import notices
+from .errors import ToolchainError
+from .fsutil import atomic_write_text
+
+DEFAULT_ARCH = "9.0"  # the H100, the GPU kwb is tuned and measured on
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    version: str
+    cuda: str | None  # torch.version.cuda: None for a CPU-only build
+    git: str
+    cxx11_abi: bool
+    include_dirs: tuple[str, ...]
+    library_dir: str
+
+    @property
+    def cxx_standard(self) -> str:
+        # ATen's headers require C++20 from torch 2.13 on (pytorch#178150); C++17 before.
+        major, minor = (int(p) for p in re.findall(r"\d+", self.version)[:2])
+        return "c++20" if (major, minor) >= (2, 13) else "c++17"
+
+
+@functools.lru_cache(maxsize=None)
+def torch_info() -> TorchInfo:
+    base = Path(torch.__file__).resolve().parent
+    return TorchInfo(
+        version=torch.__version__,
+        cuda=torch.version.cuda,
+        git=getattr(torch.version, "git_version", ""),
+        cxx11_abi=bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)),
+        include_dirs=(str(base / "include"), str(base / "include" / "torch" / "csrc" / "api" / "include")),
+        library_dir=str(base / "lib"),
+    )
+
+
+def _is_toolkit(home: Path) -> bool:
+    return (home / "bin" / "nvcc").exists() and (home / "include" / "cuda_runtime.h").exists()
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit: CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda.
+
+    An nvcc on PATH may be a wrapper script outside its toolkit (seen here: /usr/local/bin/nvcc),
+    so a candidate counts only if it has both bin/nvcc and include/cuda_runtime.h."""
+    candidates = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates += [Path(nvcc).parent.parent, Path(nvcc).resolve().parent.parent]
+    candidates.append(Path("/usr/local/cuda"))
+    for home in candidates:
+        if _is_toolkit(home):
+            return home
+    return None
+
+
+def nvcc_path() -> str | None:
+    home = cuda_home()
+    return str(home / "bin" / "nvcc") if home else None
+
+
+def cxx_path() -> str | None:
+    name = os.environ.get("CXX", "c++")
+    return shutil.which(name) or (name if os.path.isabs(name) and os.path.exists(name) else None)
+
+
+def ninja_path() -> str | None:
+    found = shutil.which("ninja")
+    if found:
+        return found
+    try:  # the pip package puts its binary next to the module, not always on PATH
+        import ninja  # type: ignore
+
+        candidate = Path(ninja.BIN_DIR) / "ninja"
+        return str(candidate) if candidate.exists() else None
+    except ImportError:
+        return None
+
+
+_VERSION_CACHE_FILE = ".kwb-tool-versions.json"
+
+
+def tool_version(path: str | None, cache_root: Path | None = None) -> str:
+    """The first line of `path --version` that names a version, cached by (path, size, mtime)."""
+    if not path:
+        return "none"
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return "none"
+    ident = f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    cache = _load_version_cache(cache_root)
+    if ident in cache:
+        return cache[ident]
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    version = next((l for l in reversed(lines) if re.search(r"\d+\.\d+", l)), lines[0] if lines else "unknown")
+    if "nvcc" in os.path.basename(real) or "Cuda compilation tools" in out:
+        version = next((l for l in lines if l.startswith("Cuda compilation tools")), version)
+    else:
+        version = lines[0] if lines else version
+    cache[ident] = version
+    if cache_root is not None:
+        try:
+            atomic_write_text(cache_root / _VERSION_CACHE_FILE, json.dumps(cache, indent=1))
+        except OSError:
+            pass
+    return version
+
+
+_memory_versions: dict[str, str] = {}
+
+
+def _load_version_cache(cache_root: Path | None) -> dict[str, str]:
+    if cache_root is not None and not _memory_versions:
+        try:
+            _memory_versions.update(json.loads((cache_root / _VERSION_CACHE_FILE).read_text()))
+        except (OSError, ValueError):
+            pass
+    return _memory_versions
+
+
+def nvcc_cuda_version(nvcc_version_line: str) -> str | None:
+    """'Cuda compilation tools, release 13.0, V13.0.88' -> '13.0'."""
+    m = re.search(r"release (\d+\.\d+)", nvcc_version_line)
+    return m.group(1) if m else None
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why this machine cannot build CUDA code, in one sentence; None when it can."""
+    info = torch_info()
+    if info.cuda is None:
+        return f"this torch ({info.version}) was built without CUDA; install a CUDA build of torch to build CUDA kernels"
+    if nvcc_path() is None:
+        return "nvcc was not found; install the CUDA toolkit, or set CUDA_HOME to the folder holding bin/nvcc"
+    return None
+
+
+def gpu_available() -> bool:
+    return torch_info().cuda is not None and torch.cuda.is_available()
+
+
+def _normalize_arch(text: str) -> list[str]:
+    """'9.0', '90', 'sm_90', '8.0;9.0+PTX', '9.0a' -> ['9.0', ...] (keeps +PTX and a/f suffixes)."""
+    archs = []
+    for part in re.split(r"[;,\s]+", text.strip()):
+        if not part:
+            continue
+        ptx = part.endswith("+PTX")
+        core = part[:-4] if ptx else part
+        core = core.lower().removeprefix("sm_").removeprefix("compute_")
+        m = re.fullmatch(r"(\d+)\.?(\d)([af]?)", core)
+        if not m:
+            raise ToolchainError(f"cannot read the CUDA arch {part!r}: use forms like 9.0, 90 or sm_90")
+        archs.append(f"{m.group(1)}.{m.group(2)}{m.group(3)}" + ("+PTX" if ptx else ""))
+    return archs
+
+
+def cuda_archs() -> tuple[str, ...]:
+    """The archs to build for: KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST,
+    else 9.0 with a notice. Never torch's all-arch default (several times slower to build)."""
+    if os.environ.get("KWB_CUDA_ARCH"):
+        return tuple(_normalize_arch(os.environ["KWB_CUDA_ARCH"]))
+    if gpu_available():
+        major, minor = torch.cuda.get_device_capability()
+        return (f"{major}.{minor}",)
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return tuple(_normalize_arch(os.environ["TORCH_CUDA_ARCH_LIST"]))
+    notices.once("arch-default", f"kwb: no GPU visible and neither KWB_CUDA_ARCH nor TORCH_CUDA_ARCH_LIST is set; building CUDA code for sm_{DEFAULT_ARCH.replace('.', '')}")
+    return (DEFAULT_ARCH,)
+
+
+def gencode_flags(archs: tuple[str, ...]) -> list[str]:
+    flags = []
+    for arch in archs:
+        ptx = arch.endswith("+PTX")
+        num = arch.removesuffix("+PTX").replace(".", "")
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
+def python_tag() -> str:
+    return f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
