@@ -1,0 +1,19 @@
+"""vector_add: c = a + b — reference, inputs, tolerances, bytes model, sizes."""
+import torch
+
+from workbench.spec import KernelSpec, OpSpec, numel, randn, upcast
+
+
+def reference(a, b):
+    return upcast(a) + upcast(b)
+
+
+def make_inputs(shape, dtype, device, generator):
+    return (randn(shape, dtype, device, generator), randn(shape, dtype, device, generator))
+
+
+def bytes_moved(shape, dtype):  # read a and b, write c
+    return 3 * numel(shape) * torch.finfo(dtype).bits // 8
+
+
+SPEC = KernelSpec(ops=[OpSpec("vector_add", reference, make_inputs, bytes_moved=bytes_moved, grad_inputs=(0, 1))])
