@@ -255,6 +255,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     plan = _plan(source, config)
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
+    headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
     started = time.time()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
     ok, output = run(config.ninja, build_dir, plan, feedback)
@@ -267,11 +268,12 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
                          tail="" if found else _command_tail(output), display_paths=source.display_paths)
     deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir) for step in plan.steps}
     all_headers = sorted({h for hs in deps.values() for h in hs})
+    headers = _hash_files(all_headers)
     # An input saved while the compiler ran may or may not be in the binary: build again.
-    if _base(source, config)[0] != base or any(_mtime(h) > started for h in all_headers):
+    # (Content, not mtimes: a file stamped in the future must not loop forever.)
+    if _base(source, config)[0] != base or any(headers.get(h, d) != d for h, d in headers_before.items()):
         feedback.done(False)
         return None
-    headers = _hash_files(all_headers)
     key = _key(base, headers)
     stem = layout.stem(source.name, config.device, base, key)
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
@@ -305,11 +307,13 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)
 
 
-def _mtime(path: str) -> float:
+def _recorded_headers(build_dir: Path) -> list[str]:
+    """Every input the last successful build of this folder read, sources aside."""
     try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return float("inf")
+        record = json.loads((build_dir / INPUTS_RECORD).read_text())
+    except (OSError, ValueError):
+        return []
+    return sorted({path for inputs in record.values() for path in list(inputs)[1:]})
 
 
 def _command_tail(output: str) -> str:

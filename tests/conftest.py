@@ -1,0 +1,86 @@
+"""Shared fixtures. Every test session builds into its own cache folder (never the user's)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+_SESSION_CACHE = tempfile.mkdtemp(prefix="kwb-test-cache-")
+os.environ["TORCH_EXTENSIONS_DIR"] = _SESSION_CACHE
+os.environ.setdefault("KWB_CUDA_ARCH", "9.0")  # quiet the no-GPU arch notice; the H100's arch
+
+import torch  # noqa: E402
+
+HAS_GPU = torch.cuda.is_available()
+
+
+def _has_nvcc() -> bool:
+    from workbench import toolchain
+
+    return toolchain.cuda_unavailable_reason() is None
+
+
+HAS_NVCC = _has_nvcc()
+
+
+def pytest_collection_modifyitems(config, items):
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    no_nvcc = pytest.mark.skip(reason="needs nvcc and a CUDA build of torch to compile CUDA code")
+    for item in items:
+        if "cuda" in item.keywords and not HAS_GPU:
+            item.add_marker(no_gpu)
+        if "nvcc" in item.keywords and not HAS_NVCC:
+            item.add_marker(no_nvcc)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture
+def cache_root() -> Path:
+    return Path(os.environ["TORCH_EXTENSIONS_DIR"])
+
+
+# A minimal kernel folder: one op, add_value(x) = x + VALUE, where VALUE comes from a header,
+# so tests can edit the source, the header or the flags and see which result comes back.
+TINY_CPP = """\
+#include <ATen/ops/add.h>
+#include "kwb_library.h"
+#include "value.h"
+
+namespace {
+at::Tensor add_value(const at::Tensor& x) { return at::add(x, VALUE * SCALE); }
+}
+
+KWB_LIBRARY(m) { m.def("add_value(Tensor x) -> Tensor"); }
+KWB_LIBRARY_IMPL(m, CPU) { m.impl("add_value", &add_value); }
+"""
+
+TINY_HEADER = "#pragma once\n#define VALUE 1.0\n"
+
+
+def write_tiny_kernel(folder: Path, value: str = "1.0", scale: str = "1.0", cpp: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tiny.cpp").write_text((cpp or TINY_CPP).replace("VALUE * SCALE", f"VALUE * {scale}"))
+    (folder / "value.h").write_text(f"#pragma once\n#define VALUE {value}\n")
+    return folder
+
+
+@pytest.fixture
+def tiny_kernel(tmp_path) -> Path:
+    return write_tiny_kernel(tmp_path / "tiny")
+
+
+def run_python(code: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter with this session's cache."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+

@@ -1,0 +1,116 @@
+"""The build key and the cache, with real builds: what rebuilds, what does not, and reloading
+edited code in one process."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+import workbench as wb
+from cache_tools import layout
+from conftest import TINY_CPP, run_python, write_tiny_kernel
+
+
+def _value(k) -> float:
+    return k.add_value(torch.zeros(1, dtype=torch.float64)).item()
+
+
+def test_nothing_changed_loads_without_compiling_in_process_and_in_a_fresh_process(tiny_kernel):
+    k = wb.load(tiny_kernel)
+    assert k.build.compiled and _value(k) == 1.0
+    log = layout.build_dir(k.library_path.parent, "cpu") / "build.log"
+    log_mtime = log.stat().st_mtime_ns
+    assert wb.load(tiny_kernel) is k
+    assert log.stat().st_mtime_ns == log_mtime
+    res = run_python(f"""
+        import json, torch, workbench as wb
+        k = wb.load({str(tiny_kernel)!r})
+        print(json.dumps({{"compiled": k.build.compiled, "value": k.add_value(torch.zeros(1)).item(), "key": k.key}}))
+    """)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout.strip().splitlines()[-1])
+    assert data == {"compiled": False, "value": 1.0, "key": k.key}
+    assert log.stat().st_mtime_ns == log_mtime, "a warm load ran ninja"
+    assert res.stderr.strip() == "", f"a cache hit must be silent, got: {res.stderr}"
+
+
+def test_header_edit_reloads_new_code_in_the_same_process(tiny_kernel):
+    k1 = wb.load(tiny_kernel)
+    assert _value(k1) == 1.0
+    (tiny_kernel / "value.h").write_text("#pragma once\n#define VALUE 3.0\n")
+    k2 = wb.load(tiny_kernel)
+    assert k2.build.compiled and k2.key != k1.key and k2.namespace != k1.namespace
+    assert _value(k2) == 3.0
+    assert _value(k1) == 1.0, "the old build must stay usable by whoever holds it"
+    assert str(tiny_kernel / "value.h") in k2.info["headers"]
+
+
+def test_source_edit_rebuilds_and_reverting_reuses_the_first_build(tiny_kernel):
+    k1 = wb.load(tiny_kernel)
+    cpp = tiny_kernel / "tiny.cpp"
+    original = cpp.read_text()
+    cpp.write_text(original.replace("VALUE * 1.0", "VALUE * 5.0"))
+    k2 = wb.load(tiny_kernel)
+    assert k2.build.compiled and _value(k2) == 5.0
+    log = layout.build_dir(k1.library_path.parent, "cpu") / "build.log"
+    log_mtime = log.stat().st_mtime_ns
+    cpp.write_text(original)
+    assert wb.load(tiny_kernel) is k1
+    assert log.stat().st_mtime_ns == log_mtime, "the reverted source was compiled again"
+
+
+def test_flag_change_rebuilds(tiny_kernel):
+    k1 = wb.load(tiny_kernel)
+    k2 = wb.load(tiny_kernel, extra_cflags=["-DVALUE_UNUSED_FLAG=1"])
+    assert k2.build.compiled and k2.key != k1.key
+    assert "-DVALUE_UNUSED_FLAG=1" in k2.info["config"]["cflags"]
+
+
+def test_content_change_with_an_old_mtime_still_rebuilds(tiny_kernel):
+    """ninja trusts mtimes; a file copied with its old mtime (cp -p, tar) must not pass."""
+    k1 = wb.load(tiny_kernel)
+    header = tiny_kernel / "value.h"
+    old = header.stat()
+    header.write_text("#pragma once\n#define VALUE 7.0\n")
+    os.utime(header, ns=(old.st_atime_ns, old.st_mtime_ns - 10**9))
+    k2 = wb.load(tiny_kernel)
+    assert _value(k2) == 7.0 and k2.key != k1.key
+
+
+def test_failed_build_records_nothing_and_the_fix_rebuilds_in_the_same_process(tmp_path, cache_root):
+    from workbench.sources import resolve
+
+    folder = write_tiny_kernel(tmp_path / "broken", cpp=TINY_CPP.replace("return at::add", "return at::addd"))
+    with pytest.raises(wb.BuildError) as info:
+        wb.load(folder)
+    assert "tiny.cpp" in str(info.value)
+    entry = layout.entry_dir(cache_root, resolve(folder).ident)
+    assert not list(entry.glob("*.json")) and not list(entry.glob("*.so"))
+    # Loading the same broken source again fails again (nothing was recorded as built) ...
+    with pytest.raises(wb.BuildError):
+        wb.load(folder)
+    # ... and fixing it builds and runs, in this process (torch's load() would not, pytorch#119206).
+    write_tiny_kernel(folder, value="2.0")
+    assert _value(wb.load(folder)) == 2.0
+
+
+def test_library_and_manifest_land_under_the_cache_root_with_content_keyed_names(tiny_kernel, cache_root):
+    k = wb.load(tiny_kernel)
+    entry = k.library_path.parent
+    assert entry.parent == cache_root and entry.name.startswith("kwb_tiny-")
+    manifest = json.loads(k.build.manifest_path.read_text())
+    assert manifest["key"] == k.key and manifest["library"] == k.library_path.name
+    assert k.key[:12] in k.library_path.name
+    for v in ("torch", "torch_cuda", "cxx", "kwb_format", "python"):
+        assert v in manifest["config"]["versions"]
+    assert not list(entry.glob("*.tmp")), "temporary files must be renamed into place"
+
+
+def test_two_folders_with_one_name_do_not_share_a_cache_entry(tmp_path):
+    a = wb.load(write_tiny_kernel(tmp_path / "a" / "tiny", value="4.0"))
+    b = wb.load(write_tiny_kernel(tmp_path / "b" / "tiny", value="6.0"))
+    assert a.library_path.parent != b.library_path.parent
+    assert (_value(a), _value(b)) == (4.0, 6.0)

@@ -1,0 +1,104 @@
+"""What a user reads when something is wrong: compile errors mapped to their file, and one
+sentence when the machine cannot do what was asked."""
+from __future__ import annotations
+
+import pytest
+
+import workbench as wb
+from conftest import TINY_CPP, write_tiny_kernel
+from workbench import diagnostics, toolchain
+
+
+def test_build_error_points_into_the_users_file_with_line_column_and_caret(tmp_path):
+    folder = write_tiny_kernel(tmp_path / "typo", cpp=TINY_CPP.replace("return at::add(x,", "return at::add(x_typo,"))
+    with pytest.raises(wb.BuildError) as info:
+        wb.load(folder)
+    err = info.value
+    text = str(err)
+    src = folder / "tiny.cpp"
+    line = next(i for i, l in enumerate(src.read_text().splitlines(), 1) if "x_typo" in l)
+    col = src.read_text().splitlines()[line - 1].index("x_typo") + 1
+    assert f"{src}:{line}:{col}: error:" in text
+    assert "x_typo" in text and "\n    " + " " * (col - 1) + "^" in text
+    assert "full log: " in text and err.log_path and open(err.log_path).read()
+    assert "FAILED:" not in text and "ninja" not in text.split("full log:")[0]
+    assert err.errors and err.errors[0].file == str(src) and err.errors[0].line == line
+
+
+def test_nvcc_errors_carry_the_column_of_the_caret():
+    out = (
+        "/k/a.cu(4): error: identifier \"undefined_thing\" is undefined\n"
+        "    y[i] = undefined_thing * 2;\n"
+        "           ^\n\n"
+        "1 error detected in the compilation of \"/k/a.cu\".\n"
+    )
+    [d] = diagnostics.parse(out)
+    assert (d.file, d.line, d.severity) == ("/k/a.cu", 4, "error")
+    assert d.message == 'identifier "undefined_thing" is undefined'
+
+
+def test_gcc_linker_and_tool_errors_are_parsed():
+    out = (
+        "/k/b.cpp:3:10: error: 'x' was not declared in this scope\n"
+        "    3 |   return x;\n"
+        "/usr/bin/ld: b.o: in function `h()':\nb.cpp:(.text+0x5): undefined reference to `launch(int)'\n"
+        "collect2: error: ld returned 1 exit status\n"
+        "nvcc fatal   : Unsupported gpu architecture 'compute_99'\n"
+    )
+    ds = diagnostics.parse(out)
+    assert [(d.file, d.line, d.column) for d in ds][:1] == [("/k/b.cpp", 3, 10)]
+    assert any("undefined reference to `launch(int)'" in d.message for d in ds)
+    assert any("Unsupported gpu architecture 'compute_99'" in d.message for d in ds)
+    assert not any("collect2" in d.message for d in ds)
+
+
+def test_asking_for_cuda_without_nvcc_says_why_in_one_sentence(monkeypatch):
+    monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
+    with pytest.raises(wb.ToolchainError) as info:
+        wb.load("relu_scale", device="cuda")
+    msg = str(info.value)
+    assert msg.startswith("cannot build relu_scale for CUDA: nvcc was not found")
+    assert msg.count(". ") == 0 and msg.endswith(".")
+
+
+def test_asking_for_cuda_with_a_cpu_only_torch_says_why(monkeypatch):
+    info = toolchain.torch_info()
+    monkeypatch.setattr(toolchain, "torch_info", lambda: type(info)(info.version.split("+")[0] + "+cpu", None, info.git, info.cxx11_abi, info.include_dirs, info.library_dir))
+    with pytest.raises(wb.ToolchainError, match=r"cannot build relu_scale for CUDA: this torch \(.*\+cpu\) was built without CUDA"):
+        wb.load("relu_scale", device="cuda")
+
+
+def test_without_nvcc_the_default_device_builds_the_cpu_implementation(monkeypatch):
+    monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
+    k = wb.load("relu_scale")
+    assert k.device == "cpu"
+
+
+def test_unknown_kernel_and_bad_device_are_named():
+    with pytest.raises(wb.KernelNotFoundError, match=r"no kernel 'relu_scal'.*relu_scale, vector_add"):
+        wb.load("relu_scal")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+        wb.load("relu_scale", device="gpu")
+
+
+def test_a_folder_without_a_binding_cpp_is_refused(tmp_path):
+    (tmp_path / "k.cu").write_text("")
+    with pytest.raises(wb.KernelNotFoundError, match="holds no .cpp file"):
+        wb.load(tmp_path)
+
+
+def test_arch_comes_from_kwb_cuda_arch_then_torch_cuda_arch_list_then_default(monkeypatch, capsys):
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
+    monkeypatch.setenv("KWB_CUDA_ARCH", "sm_80")
+    assert toolchain.cuda_archs() == ("8.0",)
+    monkeypatch.delenv("KWB_CUDA_ARCH")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.9;9.0+PTX")
+    assert toolchain.cuda_archs() == ("8.9", "9.0+PTX")
+    assert toolchain.gencode_flags(("9.0+PTX",)) == ["-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=compute_90"]
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST")
+    toolchain.notices._shown.discard("arch-default")
+    assert toolchain.cuda_archs() == ("9.0",)
+    assert "building CUDA code for sm_90" in capsys.readouterr().err
+    monkeypatch.setenv("KWB_CUDA_ARCH", "nine")
+    with pytest.raises(wb.ToolchainError, match="cannot read the CUDA arch 'nine'"):
+        toolchain.cuda_archs()

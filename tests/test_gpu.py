@@ -1,0 +1,112 @@
+"""The CUDA implementations on a GPU: every dtype, awkward and huge sizes, unaligned views,
+the current stream, autograd, torch.compile and opcheck."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import workbench as wb
+
+pytestmark = pytest.mark.cuda
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return {name: wb.load(name, device="cuda") for name in ("relu_scale", "vector_add")}
+
+
+def _poison_allocator(nbytes: int) -> None:
+    """Leave NaN in the caching allocator's free blocks, so an output element the kernel
+    never writes shows up as NaN instead of a lucky 0."""
+    torch.empty(nbytes // 4 + 1024, device="cuda").fill_(float("nan"))
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", ["relu_scale", "vector_add"])
+def test_matches_reference_on_awkward_shapes(kernels, name, dtype):
+    k = kernels[name]
+    for op in k.spec.SPEC.ops:
+        for shape in k.spec.SPEC.shapes + [(1 << 20) + 3]:
+            shape = shape if isinstance(shape, tuple) else (shape,)
+            gen = torch.Generator().manual_seed(len(shape) * 1000 + sum(shape))
+            args = op.make_inputs(shape, dtype, "cuda", gen)
+            _poison_allocator(8 * max(1, sum(shape)) * 4)
+            out = getattr(k, op.name)(*args)
+            ref = op.reference(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in args])
+            tol = op.tolerance(dtype)
+            assert not torch.isnan(out).any(), f"{op.name} {shape}: unwritten or NaN output"
+            torch.testing.assert_close(out.cpu().double(), ref.double().to(dtype).double(), atol=tol.atol, rtol=tol.rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_unaligned_views_take_the_scalar_path_correctly(kernels, dtype):
+    base = torch.randn(1025, device="cuda", dtype=dtype)
+    x = base[1:]  # contiguous, but 2 or 4 bytes past a 16-byte boundary
+    torch.testing.assert_close(kernels["relu_scale"].relu_scale(x, 2.0), (x.float().clamp_min(0) * 2).to(dtype))
+    y = torch.randn(1025, device="cuda", dtype=dtype)[3:]
+    torch.testing.assert_close(kernels["vector_add"].vector_add(base[3:], y), (base[3:].float() + y.float()).to(dtype))
+
+
+def test_more_than_2_pow_31_elements(kernels):
+    n = (1 << 31) + 37
+    x = torch.full((n,), -1.0, device="cuda", dtype=torch.float16)
+    x[-40:] = 3.0
+    y = kernels["relu_scale"].relu_scale(x, 2.0)
+    assert y[-40:].eq(6.0).all() and y[: 1 << 20].eq(0).all() and y[(1 << 31) - 5 : -40].eq(0).all()
+    del x, y
+    torch.cuda.empty_cache()
+
+
+def test_runs_on_the_current_stream(kernels):
+    x = torch.randn(1 << 22, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(10_000_000)  # keep the side stream busy: a kernel on another stream would race ahead
+        y = kernels["relu_scale"].relu_scale(x * 1, 3.0)
+    s.synchronize()
+    torch.testing.assert_close(y, x.clamp_min(0) * 3.0)
+
+
+def test_device_mismatch_is_rejected(kernels):
+    with pytest.raises(RuntimeError, match="vector_add: b must be on the same device as a"):
+        kernels["vector_add"].vector_add(torch.randn(3, device="cuda"), torch.randn(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_backward_gradcheck_and_opcheck_on_cuda(kernels, dtype):
+    rs, va = kernels["relu_scale"], kernels["vector_add"]
+    x = torch.randn(199, device="cuda", dtype=dtype)
+    x = (x + 0.1 * x.sign()).requires_grad_()
+    if dtype == torch.float64:
+        assert torch.autograd.gradcheck(lambda t: rs.relu_scale(t, 1.5), (x,))
+    torch.library.opcheck(rs.relu_scale.default, (x, 1.5))
+    torch.library.opcheck(va.vector_add.default, (x, torch.randn_like(x, requires_grad=True)))
+
+
+def test_torch_compile_on_cuda(kernels):
+    rs, va = kernels["relu_scale"], kernels["vector_add"]
+    f = torch.compile(lambda a, b: rs.relu_scale(va.vector_add(a, b), 2.0) + 1, fullgraph=True)
+    a, b = torch.randn(1128, device="cuda"), torch.randn(1128, device="cuda")
+    torch.testing.assert_close(f(a, b), (a + b).clamp_min(0) * 2 + 1)
+
+
+def test_load_inline_cuda_runs(tmp_path):
+    k = wb.load_inline("square_gpu_test", cuda="""
+__global__ void square_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * x[i];
+}
+void square_launch(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n) square_kernel<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
+}""", cpp="""
+void square_launch(const float* x, float* y, int64_t n, cudaStream_t s);
+at::Tensor square(const at::Tensor& x) {
+  at::Tensor y = at::empty_like(x);
+  square_launch(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), kwb::current_stream(x));
+  return y;
+}""", functions=["square"])
+    x = torch.randn(1000, device="cuda")
+    torch.testing.assert_close(k.square(x), x * x)

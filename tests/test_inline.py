@@ -1,0 +1,56 @@
+"""wb.load_inline: source strings get the same cache, reload and errors as kernel folders."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import workbench as wb
+
+CPP = """
+at::Tensor scaled(const at::Tensor& x, double s) { return x * s; }
+"""
+
+
+def test_functions_become_ops_with_inferred_schemas_and_a_second_load_is_cached():
+    k = wb.load_inline("inline_scaled", cpp=CPP, functions=["scaled"])
+    torch.testing.assert_close(k.scaled(torch.arange(4.0), 2.5), torch.arange(4.0) * 2.5)
+    assert wb.load_inline("inline_scaled", cpp=CPP, functions=["scaled"]) is k
+
+
+def test_an_edited_string_reloads():
+    k1 = wb.load_inline("inline_edit", cpp=CPP, functions=["scaled"])
+    k2 = wb.load_inline("inline_edit", cpp=CPP.replace("x * s", "x * s + 1"), functions=["scaled"])
+    assert k2 is not k1
+    assert k2.scaled(torch.zeros(1), 3.0).item() == 1.0 and k1.scaled(torch.zeros(1), 3.0).item() == 0.0
+
+
+def test_errors_point_at_the_line_of_the_string():
+    with pytest.raises(wb.BuildError) as info:
+        wb.load_inline("inline_broken", cpp="\n\nat::Tensor f(const at::Tensor& x) { return y; }\n", functions=["f"])
+    assert "<load_inline 'inline_broken' cpp>:3:" in str(info.value)
+    assert "return y;" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(), "give cuda= source, cpp= source, or both"),
+        (dict(cpp=CPP), "name the functions to expose"),
+        (dict(cuda="__global__ void k() {}", functions=["k"]), "must be defined or declared in cpp="),
+        (dict(cpp=CPP, functions=["not valid"]), "functions must be C\\+\\+ identifiers"),
+        (dict(cuda="__global__ void k() {}", cpp=CPP, functions=["scaled"], device="cpu"), "cuda= source was given but device='cpu'"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        wb.load_inline("inline_bad", **kwargs)
+
+
+@pytest.mark.nvcc
+def test_cuda_part_compiles_without_torch_headers():
+    k = wb.load_inline("inline_cuda", cuda="__global__ void noop_kernel() {}\nvoid noop() { noop_kernel<<<1, 1>>>(); }\n",
+                       cpp="void noop();\nat::Tensor ident(const at::Tensor& x) { return x; }\n", functions=["ident"])
+    from workbench.ninja_build import parse_depfile
+
+    deps = parse_depfile(k.library_path.parent / "build-cuda" / "inline_cuda_kernels.cuda.o.d")
+    assert deps and not [d for d in deps if "/torch/" in d]

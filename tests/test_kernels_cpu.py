@@ -1,0 +1,110 @@
+"""relu_scale and vector_add on the CPU: against their references on awkward shapes, with
+autograd, torch.compile and opcheck, and clear errors on bad input."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import workbench as wb
+
+KERNELS = {name: wb.load(name, device="cpu") for name in ("relu_scale", "vector_add")}
+CPU_DTYPES = [torch.float32, torch.float64]
+
+
+def _cases():
+    for name, k in KERNELS.items():
+        for op in k.spec.SPEC.ops:
+            for shape in k.spec.SPEC.shapes:
+                yield pytest.param(name, op.name, shape, id=f"{op.name}-{'x'.join(map(str, shape))}")
+
+
+@pytest.mark.parametrize("dtype", CPU_DTYPES, ids=str)
+@pytest.mark.parametrize("kernel,op_name,shape", list(_cases()))
+def test_matches_reference(kernel, op_name, shape, dtype):
+    k = KERNELS[kernel]
+    op = k.spec.SPEC.op(op_name)
+    gen = torch.Generator().manual_seed(hash((kernel, op_name, shape, str(dtype))) % 2**31)
+    args = op.make_inputs(shape, dtype, "cpu", gen)
+    out = getattr(k, op_name)(*args)
+    expected = op.reference(*args)
+    tol = op.tolerance(dtype)
+    assert out.shape == expected.shape and out.dtype == dtype
+    torch.testing.assert_close(out.double(), expected.double(), atol=tol.atol, rtol=tol.rtol)
+
+
+def test_relu_scale_nan_propagates_and_zero_has_zero_gradient():
+    k = KERNELS["relu_scale"]
+    x = torch.tensor([float("nan"), -1.0, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    y = k.relu_scale(x, 3.0)
+    assert torch.isnan(y[0]) and y[1:].tolist() == [0.0, 0.0, 6.0]
+    y[1:].sum().backward()
+    assert x.grad[1:].tolist() == [0.0, 0.0, 3.0]
+
+
+@pytest.mark.parametrize("kernel", ["relu_scale", "vector_add"])
+def test_non_contiguous_input_is_handled(kernel):
+    k = KERNELS[kernel]
+    base = torch.randn(64, 37, dtype=torch.float64)
+    x = base.t()  # transposed: not contiguous
+    assert not x.is_contiguous()
+    if kernel == "relu_scale":
+        torch.testing.assert_close(k.relu_scale(x, 2.0), x.clamp_min(0) * 2.0)
+    else:
+        y = torch.randn(64, 37, dtype=torch.float64)[:, ::1].t()
+        torch.testing.assert_close(k.vector_add(x, y), x + y)
+
+
+def test_gradcheck_fp64():
+    k = KERNELS["relu_scale"]
+    x = torch.randn(53, dtype=torch.float64)
+    x = (x + 0.1 * x.sign()).requires_grad_()  # keep away from the kink at 0
+    assert torch.autograd.gradcheck(lambda t: k.relu_scale(t, 1.5), (x,))
+    a = torch.randn(41, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(41, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(KERNELS["vector_add"].vector_add, (a, b))
+
+
+@pytest.mark.parametrize("kernel", ["relu_scale", "vector_add"])
+def test_opcheck(kernel):
+    k = KERNELS[kernel]
+    x = torch.randn(37, requires_grad=True)
+    if kernel == "relu_scale":
+        torch.library.opcheck(k.relu_scale.default, (x, 1.5))
+        torch.library.opcheck(k.relu_scale_backward.default, (torch.randn(37), x.detach(), 1.5))
+    else:
+        torch.library.opcheck(k.vector_add.default, (x, torch.randn(37, requires_grad=True)))
+
+
+def test_torch_compile_fullgraph():
+    rs, va = KERNELS["relu_scale"], KERNELS["vector_add"]
+
+    def f(a, b):
+        return rs.relu_scale(va.vector_add(a, b), 0.5) * 2
+
+    a, b = torch.randn(199), torch.randn(199)
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(a, b), (a + b).clamp_min(0))
+
+
+@pytest.mark.parametrize(
+    "call,error,message",
+    [
+        (lambda k: k.vector_add(torch.randn(3), torch.randn(4)), RuntimeError, "vector_add: b must have the same shape as a"),
+        (lambda k: k.vector_add(torch.randn(3), torch.randn(3, dtype=torch.float64)), TypeError, "vector_add: b must have the same dtype as a"),
+        (lambda k: k.vector_add(torch.randn(3).half(), torch.randn(3).half()), TypeError, "vector_add: a has dtype Half; the CPU implementation supports Float, Double"),
+        (lambda k: k.vector_add(torch.ones(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64)), TypeError, "a has dtype Long"),
+    ],
+)
+def test_bad_input_is_rejected_with_a_clear_message(call, error, message):
+    with pytest.raises(error, match=message):
+        call(KERNELS["vector_add"])
+
+
+def test_relu_scale_rejects_half_on_cpu():
+    with pytest.raises(TypeError, match="relu_scale: x has dtype Half; the CPU implementation supports"):
+        KERNELS["relu_scale"].relu_scale(torch.randn(4).half(), 1.0)
+
+
+def test_unknown_op_names_the_ops_there_are():
+    with pytest.raises(AttributeError, match="has no op 'relu'; its ops: relu_scale, relu_scale_backward"):
+        KERNELS["relu_scale"].relu

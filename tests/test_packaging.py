@@ -1,0 +1,27 @@
+"""A non-editable install carries the kernel sources (built from the wheel, not the checkout)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(ROOT), "-w", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    [wheel] = tmp_path.glob("kwb-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("kwb_kernels/relu_scale/relu_scale.cu", "kwb_kernels/relu_scale/relu_scale.cpp",
+                   "kwb_kernels/relu_scale/spec.py", "kwb_kernels/relu_scale/ops.py",
+                   "kwb_kernels/common/kwb_library.h", "kwb_kernels/common/kwb_elementwise.cuh",
+                   "workbench/loader.py", "cache_tools/layout.py"):
+        assert needed in names, needed
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "kwb = workbench.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
