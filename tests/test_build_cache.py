@@ -21,7 +21,7 @@ def _value(k) -> float:
 def test_nothing_changed_loads_without_compiling_in_process_and_in_a_fresh_process(tiny_kernel):
     k = wb.load(tiny_kernel)
     assert k.build.compiled and _value(k) == 1.0
-    log = layout.build_dir(k.library_path.parent, "cpu") / "build.log"
+    log = layout.build_dir(k.library_path.parent, k.device) / "build.log"
     log_mtime = log.stat().st_mtime_ns
     assert wb.load(tiny_kernel) is k
     assert log.stat().st_mtime_ns == log_mtime
@@ -55,7 +55,7 @@ def test_source_edit_rebuilds_and_reverting_reuses_the_first_build(tiny_kernel):
     cpp.write_text(original.replace("VALUE * 1.0", "VALUE * 5.0"))
     k2 = wb.load(tiny_kernel)
     assert k2.build.compiled and _value(k2) == 5.0
-    log = layout.build_dir(k1.library_path.parent, "cpu") / "build.log"
+    log = layout.build_dir(k1.library_path.parent, k1.device) / "build.log"
     log_mtime = log.stat().st_mtime_ns
     cpp.write_text(original)
     assert wb.load(tiny_kernel) is k1

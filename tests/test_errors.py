@@ -102,3 +102,29 @@ def test_arch_comes_from_kwb_cuda_arch_then_torch_cuda_arch_list_then_default(mo
     monkeypatch.setenv("KWB_CUDA_ARCH", "nine")
     with pytest.raises(wb.ToolchainError, match="cannot read the CUDA arch 'nine'"):
         toolchain.cuda_archs()
+
+
+def test_a_compiler_that_links_libstdcxx_statically_is_skipped_with_a_notice(tmp_path, monkeypatch, capsys):
+    """Seen on the GPU machine: CXX pointed at a g++ that linked libstdc++ into the extension,
+    whose private iostreams segfaulted on the first error message."""
+    import shutil
+
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("needs g++ to build the static-libstdc++ stand-in")
+    static = tmp_path / "static-g++"
+    static.write_text(f"#!/bin/sh\nexec {gxx} -static-libstdc++ \"$@\"\n")
+    static.chmod(0o755)
+    if toolchain.links_libstdcxx_dynamically(str(static)) is not False:
+        pytest.skip("this g++ has no static libstdc++ (libstdc++.a) to link")
+    monkeypatch.delenv("KWB_CXX", raising=False)
+    monkeypatch.setenv("CXX", str(static))
+    toolchain.notices._shown.discard("cxx-static")
+    chosen = toolchain.cxx_path()
+    assert chosen and chosen != str(static)
+    assert f"{static} links libstdc++ statically" in capsys.readouterr().err
+    from workbench.doctor import run_checks
+
+    monkeypatch.setenv("KWB_CXX", str(static))
+    [check] = [c for c in run_checks() if c.name == "c++ compiler"]
+    assert check.status == "fail" and "KWB_CXX" in check.fix

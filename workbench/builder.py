@@ -61,7 +61,7 @@ class BuildConfig:
 def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), extra_cuda_cflags=(),
                 extra_ldflags=(), cuda_includes_torch: bool = False) -> BuildConfig:
     info = toolchain.torch_info()
-    cxx = toolchain.cxx_path()
+    cxx = toolchain.cxx_path(root)
     if cxx is None:
         raise ToolchainError("no C++ compiler was found: install g++ (or set CXX to a compiler)")
     ninja = toolchain.ninja_path()

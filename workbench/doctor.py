@@ -33,8 +33,13 @@ def run_checks() -> list[Check]:
     checks.append(Check("torch", "ok", f"{info.version}, built with CUDA {info.cuda or 'none (CPU-only build)'}, C++ {info.cxx_standard}"))
 
     cxx = toolchain.cxx_path()
-    checks.append(Check("c++ compiler", "ok" if cxx else "fail", f"{cxx}: {toolchain.tool_version(cxx)}" if cxx else "not found",
-                        "" if cxx else "install g++ (apt-get install g++), or set CXX"))
+    if cxx is None:
+        checks.append(Check("c++ compiler", "fail", "not found", "install g++ (apt-get install g++), or set KWB_CXX"))
+    elif toolchain.links_libstdcxx_dynamically(cxx) is False:
+        checks.append(Check("c++ compiler", "fail", f"{cxx}: links libstdc++ statically into shared libraries (extensions would crash)",
+                            "set KWB_CXX to a compiler that links libstdc++ as a shared library, e.g. /usr/bin/g++"))
+    else:
+        checks.append(Check("c++ compiler", "ok", f"{cxx}: {toolchain.tool_version(cxx)}"))
     ninja = toolchain.ninja_path()
     checks.append(Check("ninja", "ok" if ninja else "fail", f"{ninja}: {toolchain.tool_version(ninja)}" if ninja else "not found",
                         "" if ninja else "pip install ninja"))

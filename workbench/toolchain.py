@@ -80,9 +80,56 @@ def nvcc_path() -> str | None:
     return str(home / "bin" / "nvcc") if home else None
 
 
-def cxx_path() -> str | None:
-    name = os.environ.get("CXX", "c++")
-    return shutil.which(name) or (name if os.path.isabs(name) and os.path.exists(name) else None)
+_PROBE_SOURCE = "#include <sstream>\n#include <string>\nstd::string kwb_probe(long v) { std::ostringstream s; s << v; return s.str(); }\n"
+
+
+def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> bool | None:
+    """Whether `cxx -shared` links libstdc++ as a shared library (None: could not tell).
+
+    A compiler that links it statically gives the extension a private, uninitialized copy of
+    the C++ runtime: the first error message it formats crashes the process (seen on the GPU
+    machine with CXX=/opt/gcc/bin/g++, a segfault in std::ostream inside the kernel .so).
+    Probed once per compiler binary; the answer is cached with the tool versions."""
+    import tempfile
+
+    key = "libstdc++-shared:" + _ident(cxx)
+    cache = _load_version_cache(cache_root)
+    if key in cache:
+        return {"yes": True, "no": False}.get(cache[key])
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kwb-cxx-probe-") as tmp:
+        src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+        src.write_text(_PROBE_SOURCE)
+        try:
+            subprocess.run([cxx, "-shared", "-fPIC", "-O0", str(src), "-o", str(lib)], capture_output=True, timeout=120, check=True)
+            dyn = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    answer = "libstdc++.so" in dyn
+    cache[key] = "yes" if answer else "no"
+    _save_version_cache(cache_root)
+    return answer
+
+
+def cxx_path(cache_root: Path | None = None) -> str | None:
+    """The C++ compiler: KWB_CXX as given; else the first of $CXX, c++, g++ that links libstdc++
+    as a shared library (see links_libstdcxx_dynamically), with a notice when $CXX is skipped."""
+    if os.environ.get("KWB_CXX"):
+        return shutil.which(os.environ["KWB_CXX"]) or os.environ["KWB_CXX"]
+    names = [n for n in (os.environ.get("CXX"), "c++", "g++") if n]
+    found = []
+    for name in names:
+        path = shutil.which(name)
+        if path and path not in found:
+            found.append(path)
+    for path in found:
+        if links_libstdcxx_dynamically(path, cache_root) is not False:
+            if path != found[0]:
+                notices.once("cxx-static", f"kwb: {found[0]} links libstdc++ statically, which crashes torch extensions; building with {path} instead (set KWB_CXX to choose)")
+            return path
+    return found[0] if found else None
 
 
 def ninja_path() -> str | None:
@@ -101,16 +148,20 @@ def ninja_path() -> str | None:
 _VERSION_CACHE_FILE = ".kwb-tool-versions.json"
 
 
-def tool_version(path: str | None, cache_root: Path | None = None) -> str:
-    """The first line of `path --version` that names a version, cached by (path, size, mtime)."""
-    if not path:
-        return "none"
+def _ident(path: str) -> str:
     real = os.path.realpath(path)
     try:
         st = os.stat(real)
     except OSError:
+        return real
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def tool_version(path: str | None, cache_root: Path | None = None) -> str:
+    """The line of `path --version` that names its version, cached by (path, size, mtime)."""
+    if not path or not os.path.exists(path):
         return "none"
-    ident = f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    ident = _ident(path)
     cache = _load_version_cache(cache_root)
     if ident in cache:
         return cache[ident]
@@ -119,17 +170,12 @@ def tool_version(path: str | None, cache_root: Path | None = None) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     lines = [l.strip() for l in out.splitlines() if l.strip()]
-    version = next((l for l in reversed(lines) if re.search(r"\d+\.\d+", l)), lines[0] if lines else "unknown")
-    if "nvcc" in os.path.basename(real) or "Cuda compilation tools" in out:
-        version = next((l for l in lines if l.startswith("Cuda compilation tools")), version)
+    if "Cuda compilation tools" in out:
+        version = next(l for l in lines if l.startswith("Cuda compilation tools"))
     else:
-        version = lines[0] if lines else version
+        version = lines[0] if lines else "unknown"
     cache[ident] = version
-    if cache_root is not None:
-        try:
-            atomic_write_text(cache_root / _VERSION_CACHE_FILE, json.dumps(cache, indent=1))
-        except OSError:
-            pass
+    _save_version_cache(cache_root)
     return version
 
 
@@ -143,6 +189,15 @@ def _load_version_cache(cache_root: Path | None) -> dict[str, str]:
         except (OSError, ValueError):
             pass
     return _memory_versions
+
+
+def _save_version_cache(cache_root: Path | None) -> None:
+    if cache_root is None:
+        return
+    try:
+        atomic_write_text(cache_root / _VERSION_CACHE_FILE, json.dumps(_memory_versions, indent=1))
+    except OSError:
+        pass
 
 
 def nvcc_cuda_version(nvcc_version_line: str) -> str | None:
