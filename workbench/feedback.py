@@ -19,7 +19,7 @@ _console: Console | None = None
 def console() -> Console:
     global _console
     if _console is None:
-        _console = Console(stderr=True, highlight=False)
+        _console = Console(stderr=True, highlight=False, soft_wrap=True)  # log lines stay whole in pipes
     return _console
 
 
