@@ -122,6 +122,8 @@ def test_a_compiler_that_links_libstdcxx_statically_is_skipped_with_a_notice(tmp
     toolchain.notices._shown.discard("cxx-static")
     chosen = toolchain.cxx_path()
     assert chosen and chosen != str(static)
+    assert capsys.readouterr().err == "", "the choice is announced when a build runs, not on a cache hit"
+    toolchain.announce_build_choices()
     assert f"{static} links libstdc++ statically" in capsys.readouterr().err
     from workbench.doctor import run_checks
 

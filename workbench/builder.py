@@ -74,8 +74,8 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     # symbols binding to each other; only kwb_register_library is exported.
     cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never",
               abi, *includes, *torch_includes]
-    ldflags = ["-shared", "-Wl,--no-undefined", f"-L{info.library_dir}", f"-Wl,-rpath,{info.library_dir}",
-               "-lc10", "-ltorch_cpu"]
+    ldflags = ["-shared", *toolchain.fast_linker_flags(), "-Wl,--no-undefined", f"-L{info.library_dir}",
+               f"-Wl,-rpath,{info.library_dir}", "-lc10", "-ltorch_cpu"]
     nvcc = None
     cuda_cflags: list[str] = []
     archs: tuple[str, ...] = ()
@@ -95,12 +95,15 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         versions["nvcc"] = toolchain.tool_version(nvcc, root)
         cuda_include = str(home / "include")
         cflags += ["-DKWB_WITH_CUDA", f"-isystem{cuda_include}"]
-        cuda_cflags = ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+        # Host code of a .cu is launchers only: -O1 there saves 0.14 s of the ~1.9 s nvcc takes
+        # per edit (its host compile alone took 0.71 s at -O3). Device code is optimized by
+        # cicc and ptxas at their -O3 default either way.
+        cuda_cflags = ["-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
                        abi, "-lineinfo", *toolchain.gencode_flags(archs), *includes]
         if cuda_includes_torch:
             import sysconfig
 
-            cuda_cflags[1] = f"-std={info.cxx_standard}"
+            cuda_cflags[0:2] = ["-O3", f"-std={info.cxx_standard}"]
             cuda_cflags += [*torch_includes, f"-isystem{sysconfig.get_paths()['include']}",
                             "-DKWB_CUDA_INCLUDES_TORCH", "--expt-relaxed-constexpr",
                             "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
@@ -257,6 +260,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
     started = time.time()
+    toolchain.announce_build_choices()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
     ok, output = run(config.ninja, build_dir, plan, feedback)
     log_path = build_dir / layout.BUILD_LOG

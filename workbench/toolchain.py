@@ -127,9 +127,28 @@ def cxx_path(cache_root: Path | None = None) -> str | None:
     for path in found:
         if links_libstdcxx_dynamically(path, cache_root) is not False:
             if path != found[0]:
-                notices.once("cxx-static", f"kwb: {found[0]} links libstdc++ statically, which crashes torch extensions; building with {path} instead (set KWB_CXX to choose)")
+                _pending_notices["cxx-static"] = f"kwb: {found[0]} links libstdc++ statically, which crashes torch extensions; building with {path} instead (set KWB_CXX to choose)"
             return path
     return found[0] if found else None
+
+
+# Notices about choices that matter only when something compiles: shown by the builder when a
+# build runs, so that a cache hit stays silent.
+_pending_notices: dict[str, str] = {}
+
+
+def announce_build_choices() -> None:
+    for key, message in _pending_notices.items():
+        notices.once(key, message)
+
+
+def fast_linker_flags() -> list[str]:
+    """lld, else gold, when installed: linking against libtorch takes 0.14 s with gold and
+    0.34 s with the default ld (2-core development machine), on every edit."""
+    for name, flag in (("ld.lld", "-fuse-ld=lld"), ("ld.gold", "-fuse-ld=gold")):
+        if shutil.which(name):
+            return [flag]
+    return []
 
 
 def ninja_path() -> str | None:
