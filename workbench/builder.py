@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cache_tools import layout
 
-from . import diagnostics, toolchain
+from . import toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
 from .fsutil import atomic_copy, atomic_write_text, sha256_file
@@ -265,6 +265,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     ok, output = run(config.ninja, build_dir, plan, feedback)
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)
+    from . import diagnostics  # only builds parse compiler output
+
     if not ok:
         feedback.done(False)
         found = diagnostics.parse(output, cwd=str(build_dir))
