@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -114,3 +115,35 @@ def test_two_folders_with_one_name_do_not_share_a_cache_entry(tmp_path):
     b = wb.load(write_tiny_kernel(tmp_path / "b" / "tiny", value="6.0"))
     assert a.library_path.parent != b.library_path.parent
     assert (_value(a), _value(b)) == (4.0, 6.0)
+
+
+def test_force_recompiles_every_object(tiny_kernel):
+    k = wb.load(tiny_kernel)
+    obj = layout.build_dir(k.library_path.parent, k.device) / "tiny.o"
+    before = obj.stat().st_mtime_ns
+    forced = wb.load(tiny_kernel, force=True)
+    assert obj.stat().st_mtime_ns != before and forced.build.compiled and _value(forced) == 1.0
+
+
+def test_impl_blocks_in_a_second_cpp_are_registered(tmp_path):
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / "defs.cpp").write_text('#include "kwb_library.h"\nKWB_LIBRARY(m) { m.def("twice(Tensor x) -> Tensor"); }\n')
+    (folder / "impls.cpp").write_text(
+        '#include <ATen/ops/mul.h>\n#include "kwb_library.h"\n'
+        'namespace { at::Tensor twice(const at::Tensor& x) { return at::mul(x, 2); } }\n'
+        'KWB_LIBRARY_IMPL(m, CPU) { m.impl("twice", &twice); }\n')
+    k = wb.load(folder, device="cpu")
+    assert k.twice(torch.ones(3, dtype=torch.float64)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_headers_of_the_kernel_count_even_under_the_python_prefix(tmp_path):
+    """An installed kwb keeps its kernels under site-packages; their headers must stay in the key."""
+    import sys
+
+    from workbench.builder import _user_headers
+
+    own = tmp_path / "fake-prefix" / "kwb_kernels" / "common"
+    inside = os.path.join(sys.prefix, "lib", "site-packages", "kwb_kernels", "common", "kwb_cuda.cuh")
+    kept = _user_headers([inside, "/usr/include/stdio.h"], set(), tmp_path, [own, Path(inside).parent])
+    assert kept == [inside]

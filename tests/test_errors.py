@@ -130,3 +130,17 @@ def test_a_compiler_that_links_libstdcxx_statically_is_skipped_with_a_notice(tmp
     monkeypatch.setenv("KWB_CXX", str(static))
     [check] = [c for c in run_checks() if c.name == "c++ compiler"]
     assert check.status == "fail" and "KWB_CXX" in check.fix
+
+
+def test_lld_undefined_symbols_are_parsed():
+    out = "ld.lld: error: undefined symbol: relu_scale_cuda(ReluScaleParams const&)\n>>> referenced by relu_scale.cpp\n"
+    [d] = diagnostics.parse(out)
+    assert d.message.startswith("undefined reference to `relu_scale_cuda(ReluScaleParams const&)'")
+
+
+def test_kwb_list_names_why_a_cuda_state_cannot_be_built(monkeypatch):
+    from workbench import cli, sources
+
+    monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
+    state = cli._state(sources.resolve("relu_scale"), "cuda")
+    assert state.startswith("cannot build: cannot build relu_scale for CUDA: nvcc was not found")

@@ -34,7 +34,7 @@ def test_errors_point_at_the_line_of_the_string():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        (dict(), "give cuda= source, cpp= source, or both"),
+        (dict(), "give cpp= source"),
         (dict(cpp=CPP), "name the functions to expose"),
         (dict(cuda="__global__ void k() {}", functions=["k"]), "must be defined or declared in cpp="),
         (dict(cpp=CPP, functions=["not valid"]), "functions must be C\\+\\+ identifiers"),

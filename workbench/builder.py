@@ -81,6 +81,7 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     archs: tuple[str, ...] = ()
     versions = {
         "kwb_format": str(layout.FORMAT),
+        "kwb": _kwb_version(),
         "python": toolchain.python_tag(),
         "torch": info.version,
         "torch_git": info.git,
@@ -98,7 +99,9 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         # Host code of a .cu is launchers only: -O1 there saves 0.14 s of the ~1.9 s nvcc takes
         # per edit (its host compile alone took 0.71 s at -O3). Device code is optimized by
         # cicc and ptxas at their -O3 default either way.
-        cuda_cflags = ["-O1", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+        # -ccbin: nvcc's host compiler is the one chosen above (and so in the key), not
+        # whichever gcc PATH finds first.
+        cuda_cflags = ["-O1", "-std=c++17", "-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
                        abi, "-lineinfo", *toolchain.gencode_flags(archs), *includes]
         if cuda_includes_torch:
             import sysconfig
@@ -116,6 +119,12 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     cuda_cflags += list(extra_cuda_cflags)
     ldflags += list(extra_ldflags)
     return BuildConfig(device, cxx, nvcc, ninja, cflags, cuda_cflags, ldflags, archs, versions)
+
+
+def _kwb_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 @dataclass
@@ -190,16 +199,24 @@ def _toolchain_prefixes() -> list[str]:
     home = toolchain.cuda_home()
     if home:
         prefixes += [str(home), os.path.realpath(home)]
-    prefixes += [sys.base_prefix, sys.prefix]
+    import sysconfig
+
+    prefixes.append(sysconfig.get_paths()["include"])  # Python.h: the Python version is in the key
     return [os.path.normpath(p) + os.sep for p in prefixes]
 
 
-def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path) -> list[str]:
+def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_dirs: list[Path]) -> list[str]:
+    """Headers the key must hash: everything the compiler read except the toolchain's, and
+    never those under the kernel's own include folders (an installed kwb lives under
+    site-packages, which may sit under /usr or a conda prefix)."""
     prefixes = _toolchain_prefixes()
+    own = [os.path.normpath(d) + os.sep for d in own_dirs]
     out = []
     for dep in dep_paths:
         path = os.path.normpath(dep if os.path.isabs(dep) else os.path.join(build_dir, dep))
-        if path in sources or any(path.startswith(p) for p in prefixes) or path.endswith(".o"):
+        if path in sources or path.endswith(".o"):
+            continue
+        if not any(path.startswith(p) for p in own) and any(path.startswith(p) for p in prefixes):
             continue
         if path not in out:
             out.append(path)
@@ -245,6 +262,9 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
             done = find_cached(source, config, root)
             if done is not None:
                 return done
+        else:  # a forced build recompiles every object, not only what ninja finds out of date
+            for obj in layout.build_dir(entry, config.device).glob("*.o"):
+                obj.unlink()
         for _ in range(MAX_BUILD_ATTEMPTS):
             result = _build_locked(source, config, entry, verbose)
             if result is not None:
@@ -270,9 +290,11 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     if not ok:
         feedback.done(False)
         found = diagnostics.parse(output, cwd=str(build_dir))
+        has_error = any(d.severity != "warning" for d in found)
         raise BuildError(source.name, config.device, found, str(log_path),
-                         tail="" if found else _command_tail(output), display_paths=source.display_paths)
-    deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir) for step in plan.steps}
+                         tail="" if has_error else _command_tail(output), display_paths=source.display_paths)
+    deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir, source.include_dirs)
+            for step in plan.steps}
     all_headers = sorted({h for hs in deps.values() for h in hs})
     headers = _hash_files(all_headers)
     # An input saved while the compiler ran may or may not be in the binary: build again.

@@ -28,18 +28,22 @@ def main() -> None:
 
 def _state(source, device: str) -> str:
     from . import builder, loader
+    from .errors import KwbError
 
     root = loader.cache_root()
-    config = builder.make_config(source, device, root)
+    try:
+        config = builder.make_config(source, loader.resolve_device(device, source.name), root)
+    except KwbError as e:
+        return f"cannot build: {e}"
     if builder.find_cached(source, config, root) is not None:
         return "built"
     return "stale" if builder.latest_manifest(source, device, root) else "not built"
 
 
 def _default_device() -> str:
-    from . import toolchain
+    from .loader import resolve_device
 
-    return "cuda" if toolchain.cuda_unavailable_reason() is None and toolchain.gpu_available() else "cpu"
+    return resolve_device(None, "kernels")
 
 
 @main.command("list")

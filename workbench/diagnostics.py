@@ -17,8 +17,8 @@ from .errors import Diagnostic
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?P<col>\d+): (?P<sev>fatal error|error|warning): (?P<msg>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|catastrophic error)(?: #[\w-]+)?: (?P<msg>.*)$")
 _CARET = re.compile(r"^(\s*)\^")
-_LD_UNDEF = re.compile(r"undefined reference to [`'](?P<sym>[^']+)'")
-_TOOL = re.compile(r"^(?P<tool>nvcc fatal|ptxas fatal|ptxas error|nvlink error|nvlink fatal|c\+\+: fatal error|g\+\+: fatal error|cc1plus: fatal error|collect2: error)\s*:\s*(?P<msg>.*)$")
+_LD_UNDEF = re.compile(r"undefined (?:reference to [`'](?P<sym>[^']+)'|symbol: (?P<lld>.+)$)")  # GNU ld / gold, lld
+_TOOL = re.compile(r"^(?P<tool>ld\.lld: error|nvcc fatal|ptxas fatal|ptxas error|nvlink error|nvlink fatal|c\+\+: fatal error|g\+\+: fatal error|cc1plus: fatal error|collect2: error)\s*:\s*(?P<msg>.*)$")
 
 
 def _read_line(path: str, line: int) -> str | None:
@@ -71,10 +71,11 @@ def parse(output: str, cwd: str | None = None) -> list[Diagnostic]:
             continue
         m = _LD_UNDEF.search(text)
         if m:
-            add(Diagnostic("error", f"undefined reference to `{m['sym']}' (declared but not defined in any source, or a library is missing)"))
+            sym = (m["sym"] or m["lld"]).strip()
+            add(Diagnostic("error", f"undefined reference to `{sym}' (declared but not defined in any source, or a library is missing)"))
             continue
         m = _TOOL.match(text.strip())
-        if m and not m["tool"].startswith("collect2"):
+        if m and not m["tool"].startswith("collect2") and "undefined symbol" not in text:
             add(Diagnostic("error", f"{m['tool']}: {m['msg'].strip()}"))
     return found
 

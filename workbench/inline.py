@@ -65,7 +65,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
     if not isinstance(name, str) or not name:
         raise ValueError(f"load_inline: name must be a non-empty string, got {name!r}")
     if cuda is None and cpp is None:
-        raise ValueError("load_inline: give cuda= source, cpp= source, or both")
+        raise ValueError("load_inline: give cpp= source (with the functions to expose), and cuda= source for CUDA code")
     functions = list(functions or [])
     bad = [f for f in functions if not isinstance(f, str) or not _IDENT.match(f)]
     if bad:

@@ -130,6 +130,15 @@ def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, j
         cmd += ["-j", str(jobs)]
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
     proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+    try:
+        return _pump(proc, feedback)
+    except BaseException:  # Ctrl-C or an error while reading: ninja must not outlive the lock
+        proc.terminate()
+        proc.wait()
+        raise
+
+
+def _pump(proc: subprocess.Popen, feedback: BuildFeedback) -> tuple[bool, str]:
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     buf = b""

@@ -10,7 +10,7 @@
 //   KWB_LIBRARY(m) { m.def("relu_scale(Tensor x, float alpha) -> Tensor"); }
 //   KWB_LIBRARY_IMPL(m, CPU) { m.impl("relu_scale", &relu_scale_cpu); }
 //
-// Use them in one translation unit per kernel (the binding .cpp).
+// KWB_LIBRARY appears once per kernel; KWB_LIBRARY_IMPL blocks may be in any of its .cpp files.
 #pragma once
 #include <torch/library.h>
 
@@ -22,7 +22,9 @@
 
 namespace kwb {
 namespace detail {
-namespace {  // internal linkage: every kernel library keeps its own list
+// inline, not internal: a kernel's KWB_LIBRARY_IMPL blocks may sit in several .cpp files and
+// must land in one list. Each library is built with -fvisibility=hidden, so two kernel
+// libraries (or two builds of one) never share it.
 
 using InitFn = void (*)(torch::Library&);
 
@@ -34,7 +36,7 @@ struct Registration {
   uint32_t line;
 };
 
-std::vector<Registration>& registrations() {
+inline std::vector<Registration>& registrations() {
   static std::vector<Registration> list;
   return list;
 }
@@ -49,7 +51,7 @@ struct Registrar {
 // Creates the libraries under `ns`: definitions first, then implementations. The Library
 // objects are leaked on purpose: the ops must outlive every Python reference to them, and
 // destroying them at exit could race torch's own teardown.
-int register_all(const char* ns, char* err, size_t err_len) {
+inline int register_all(const char* ns, char* err, size_t err_len) {
   try {
     for (int pass = 0; pass < 2; ++pass) {
       for (const Registration& r : registrations()) {
@@ -68,7 +70,6 @@ int register_all(const char* ns, char* err, size_t err_len) {
   }
 }
 
-}  // namespace
 }  // namespace detail
 }  // namespace kwb
 
