@@ -86,6 +86,3 @@ def _resolve(path: str, cwd: str | None) -> str:
         path = os.path.join(cwd, path)
     return os.path.normpath(path)
 
-
-def tail(output: str, n: int = 15) -> str:
-    return "\n".join(output.rstrip().splitlines()[-n:])

@@ -34,7 +34,6 @@ from pathlib import Path
 
 from cache_tools import layout
 
-from .errors import ToolchainError
 from .fsutil import atomic_write_text
 from .loader import cache_root, load_source, resolve_device
 from .library import Kernel
@@ -104,10 +103,6 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         _write_once(wrapped, wrapper)
         cpp_sources.append(wrapped)
         display[str(user)] = f"<load_inline {name!r} cpp>"
-    else:
-        wrapped = folder / f"{ident}_bindings.cpp"
-        _write_once(wrapped, '#include "kwb_inline.h"\n')
-        cpp_sources.append(wrapped)
     if cuda is not None:
         user = folder / f"{ident}.cu"
         _write_once(user, cuda)
@@ -116,8 +111,6 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         _write_once(wrapped, f'{prelude}#include "kwb_inline.cuh"\n#include "{user.name}"\n')
         cuda_sources.append(wrapped)
         display[str(user)] = f"<load_inline {name!r} cuda>"
-    if device == "cuda" and not cuda_sources:
-        raise ToolchainError("load_inline: nothing to build for CUDA")
 
     source = KernelSource(name=ident, folder=folder, ident=f"{ident}-inline", cpp_sources=cpp_sources,
                           cuda_sources=cuda_sources, include_dirs=[folder, common_dir()], kind="inline",

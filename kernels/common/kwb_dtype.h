@@ -12,14 +12,4 @@ namespace kwb {
 // them into template arguments with KWB_DTYPE_SWITCH (kwb_cuda.cuh).
 enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 
-inline const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::Float32: return "float32";
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float64: return "float64";
-  }
-  return "unknown";
-}
-
 }  // namespace kwb
