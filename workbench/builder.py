@@ -72,9 +72,14 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     torch_includes = [f"-isystem{d}" for d in info.include_dirs]
     # -fvisibility=hidden: two builds of one kernel can live in one process without their
     # symbols binding to each other; only kwb_register_library is exported.
-    cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never",
-              abi, *includes, *torch_includes]
-    ldflags = ["-shared", *toolchain.fast_linker_flags(), "-Wl,--no-undefined", f"-L{info.library_dir}",
+    # -fno-trapping-math: lets gcc compute both arms of a float select and vectorize it; with
+    # the default, relu_scale's CPU loop stayed a scalar branch on each sign, 33x slower
+    # (4.9 ms against 0.15 ms for 2^20 floats, 2-core development machine). Kernels never
+    # rely on floating-point traps.
+    openmp = toolchain.openmp_flags(cxx, root)
+    cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
+              "-fdiagnostics-color=never", abi, *includes, *torch_includes]
+    ldflags = ["-shared", *openmp, *toolchain.fast_linker_flags(), "-Wl,--no-undefined", f"-L{info.library_dir}",
                f"-Wl,-rpath,{info.library_dir}", "-lc10", "-ltorch_cpu"]
     nvcc = None
     cuda_cflags: list[str] = []

@@ -142,6 +142,44 @@ def announce_build_choices() -> None:
         notices.once(key, message)
 
 
+_OPENMP_PROBE = "#include <omp.h>\nextern \"C\" int kwb_probe() { int n = 0;\n#pragma omp parallel reduction(+:n)\n n += 1;\n return n + omp_get_max_threads(); }\n"
+
+
+def torch_uses_openmp() -> bool:
+    """Whether ATen's headers take the OpenMP route for at::parallel_for (AT_PARALLEL_OPENMP)."""
+    config = Path(torch_info().include_dirs[0]) / "ATen" / "Config.h"
+    try:
+        return re.search(r"#define AT_PARALLEL_OPENMP 1", config.read_text()) is not None
+    except OSError:
+        return False
+
+
+def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
+    """-fopenmp when ATen parallelizes with OpenMP and the compiler can build and link it.
+
+    Without it, at::parallel_for in a kernel's CPU code compiles to one serial loop: ATen's
+    header only parallelizes under _OPENMP (torch.utils.cpp_extension's JIT never adds it).
+    At run time the extension's libgomp.so.1 resolves to the one torch already loaded (same
+    soname), so there is one OpenMP thread pool. Probed once per compiler, like the runtime."""
+    if not torch_uses_openmp():
+        return []
+    import tempfile
+
+    key = "openmp:" + _ident(cxx)
+    cache = _load_version_cache(cache_root)
+    if key not in cache:
+        with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
+            src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+            src.write_text(_OPENMP_PROBE)
+            try:
+                subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True, timeout=120, check=True)
+                cache[key] = "yes"
+            except (OSError, subprocess.SubprocessError):
+                cache[key] = "no"
+        _save_version_cache(cache_root)
+    return ["-fopenmp"] if cache[key] == "yes" else []
+
+
 def fast_linker_flags() -> list[str]:
     """lld, else gold, when installed: linking against libtorch takes 0.14 s with gold and
     0.34 s with the default ld (2-core development machine), on every edit."""

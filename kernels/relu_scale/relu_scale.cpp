@@ -11,6 +11,28 @@ namespace {
 
 constexpr const char* kOp = "relu_scale";
 
+// The CPU loops work on one span of a parallel_for each. __restrict__ and by-value
+// arguments tell the compiler that writing out[i] changes no input and not `a`: without
+// them, the copy of the loop inside the OpenMP region stayed scalar (2^20 floats on 2
+// threads: 2.5 ms, against 0.09 ms vectorized).
+template <typename scalar_t>
+void relu_scale_span(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, scalar_t a,
+                     int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const scalar_t scaled = in[i] * a;  // computed on both arms, so the select vectorizes
+    out[i] = in[i] < scalar_t(0) ? scalar_t(0) : scaled;
+  }
+}
+
+template <typename scalar_t>
+void relu_scale_backward_span(const scalar_t* __restrict__ g, const scalar_t* __restrict__ in,
+                              scalar_t* __restrict__ out, scalar_t a, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    const scalar_t scaled = g[i] * a;
+    out[i] = in[i] > scalar_t(0) ? scaled : scalar_t(0);
+  }
+}
+
 at::Tensor relu_scale_cpu(const at::Tensor& x, double alpha) {
   kwb::check_dtype_in(kOp, "x", x, {at::kFloat, at::kDouble}, "CPU");
   const at::Tensor xc = kwb::contiguous(x);
@@ -19,9 +41,8 @@ at::Tensor relu_scale_cpu(const at::Tensor& x, double alpha) {
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
     const scalar_t a = static_cast<scalar_t>(alpha);
-    at::parallel_for(0, xc.numel(), kwb::kCpuGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = in[i] < scalar_t(0) ? scalar_t(0) : in[i] * a;
-    });
+    at::parallel_for(0, xc.numel(), kwb::kCpuGrain,
+                     [=](int64_t begin, int64_t end) { relu_scale_span(in, out, a, begin, end); });
   });
   return y;
 }
@@ -38,9 +59,8 @@ at::Tensor relu_scale_backward_cpu(const at::Tensor& grad, const at::Tensor& x, 
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
     const scalar_t a = static_cast<scalar_t>(alpha);
-    at::parallel_for(0, xc.numel(), kwb::kCpuGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = in[i] > scalar_t(0) ? g[i] * a : scalar_t(0);
-    });
+    at::parallel_for(0, xc.numel(), kwb::kCpuGrain,
+                     [=](int64_t begin, int64_t end) { relu_scale_backward_span(g, in, out, a, begin, end); });
   });
   return gx;
 }
