@@ -3,6 +3,8 @@
     import workbench as wb
     k = wb.load("relu_scale")        # compiles on first use, cached on disk afterwards
     y = k.relu_scale(x, 1.5)
+    wb.check("relu_scale")           # against its float64 reference, every dtype and odd shape
+    wb.bench("relu_scale")           # beside eager PyTorch and torch.compile
 
 Attributes are imported on first use, so `import workbench` and the `kwb` command stay fast.
 """
@@ -25,9 +27,18 @@ _LAZY = {
     "LoadError": ("workbench.errors", "LoadError"),
     "KwbError": ("workbench.errors", "KwbError"),
     "Diagnostic": ("workbench.errors", "Diagnostic"),
+    "check": ("workbench.correctness", "check"),
+    "bench": ("workbench.benchmark", "bench"),
+    "run": ("workbench.runner", "run"),
+    "Tolerance": ("workbench.spec", "Tolerance"),
+    "CheckReport": ("workbench.correctness", "CheckReport"),
+    "BenchReport": ("workbench.benchmark", "BenchReport"),
 }
 
-__all__ = sorted(_LAZY)
+# Submodules a user reaches as wb.<name> (wb.spec.randn, wb.plots.latency, ...).
+_SUBMODULES = ("spec", "plots", "results", "timing")
+
+__all__ = sorted(_LAZY) + list(_SUBMODULES)
 
 
 def __getattr__(name: str):
@@ -36,6 +47,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(module), attr)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"workbench.{name}")
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")
 
 

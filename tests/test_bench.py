@@ -1,0 +1,81 @@
+"""The timing harness (wb.bench) on the CPU: rows per provider, arithmetic of GB/s, % of the
+ceiling and speedups, a wrong kernel refused before it is timed, and clear argument errors.
+Nothing here asserts how fast anything is."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench import benchmark, results
+
+FAULTS = Path(__file__).parent / "fixtures" / "planted_faults"
+
+
+@pytest.fixture(scope="module")
+def session():
+    return benchmark.new_session("cpu")
+
+
+def test_each_provider_gets_a_row_with_consistent_arithmetic(session):
+    report = wb.bench("relu_scale", device="cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,), (1000,)],
+                      session=session, seed=1)
+    assert report.ok, report.rows
+    got = {(r["provider"], r["numel"]) for r in report.rows}
+    assert got == {(p, n) for p in ("kwb", "eager", "torch.compile") for n in (4096, 1000)}
+    for r in report.rows:
+        assert r["method"] == "perf_counter" and r["samples"] >= 5
+        assert r["p20_us"] <= r["median_us"] <= r["p80_us"]
+        nbytes = 2 * r["numel"] * 4  # relu_scale's bytes model: read x, write y
+        assert r["gbps"] == pytest.approx(nbytes / (r["median_us"] * 1e-6) / 1e9)
+        assert r["pct_of_ceiling"] == pytest.approx(100 * r["gbps"] / (session.ceiling / 1e9))
+        assert r["device"] == "cpu" and r["torch"] == torch.__version__ and r["kwb_version"]
+    for n in (4096, 1000):
+        by = {r["provider"]: r for r in report.rows if r["numel"] == n}
+        assert by["kwb"]["speedup_vs_eager"] == pytest.approx(by["eager"]["median_us"] / by["kwb"]["median_us"])
+        assert by["kwb"]["speedup_vs_compile"] == pytest.approx(by["torch.compile"]["median_us"] / by["kwb"]["median_us"])
+        assert by["eager"]["speedup_vs_eager"] == pytest.approx(1.0)
+
+
+def test_a_wrong_kernel_is_refused_before_it_is_timed(session):
+    k = wb.load(FAULTS, device="cpu")
+    report = wb.bench(k, ops=["odd_tail", "correct"], dtypes=["float32"], sizes=[(1001,)], baselines="none", session=session)
+    by = {r["op"]: r for r in report.rows}
+    assert by["odd_tail"]["status"].startswith("wrong result, not timed: 1 of 1001 elements")
+    assert by["odd_tail"]["median_us"] is None
+    assert by["correct"]["status"] == "ok" and by["correct"]["median_us"] > 0
+    assert not report.ok
+
+
+def test_a_function_of_your_own_is_timed_beside_its_reference(session):
+    x = torch.randn(10_000)
+    report = wb.bench(lambda t: t * 2, lambda t: t + t, inputs=(x,), name="double", session=session)
+    assert {r["provider"] for r in report.rows} == {"kwb", "eager", "torch.compile"}
+    kwb_row = next(r for r in report.rows if r["provider"] == "kwb")
+    assert kwb_row["kernel"] == "double" and kwb_row["shape"] == "10000"
+    assert kwb_row["gbps"] == pytest.approx(2 * 40_000 / (kwb_row["median_us"] * 1e-6) / 1e9)  # read x, write the output
+
+
+def test_rows_save_to_the_devices_bench_csv(tmp_path, session):
+    report = wb.bench("vector_add", device="cpu", dtypes=["float64"], sizes=[(512,)], baselines="eager", session=session)
+    path = report.save(tmp_path)
+    assert path == tmp_path / session.env.slug / "bench.csv"
+    assert [r["provider"] for r in results.read(path)] == ["kwb", "eager"]
+    assert "| op | dtype | size | provider |" in report._repr_markdown_()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(baselines="eager,numpy"), "baselines: numpy is not one of eager, compile, vendor"),
+    (dict(dtypes=["float16"]), "dtypes: relu_scale on cpu supports float32, float64"),
+    (dict(ops=["relu"]), "ops: relu_scale has no op 'relu'"),
+])
+def test_bad_arguments_are_named(kwargs, message, session):
+    with pytest.raises(ValueError, match=message):
+        wb.bench("relu_scale", device="cpu", session=session, **kwargs)
+
+
+def test_timing_a_function_needs_inputs():
+    with pytest.raises(ValueError, match="inputs: timing a function needs inputs="):
+        wb.bench(lambda x: x, lambda x: x)

@@ -1,0 +1,84 @@
+"""The timing method's statistics on a synthetic timer: warm-up discarded, sample counts from
+the budget, quantiles as numpy computes them, more samples when the spread is wide."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from workbench import timing
+
+
+class ScriptedTimer:
+    """Returns the scripted seconds in order, then `then` forever; records each request."""
+
+    method = "scripted"
+
+    def __init__(self, script, then):
+        self.script = list(script)
+        self.then = then
+        self.requests: list[int] = []
+        self.calls = 0
+
+    def samples(self, fn, n):
+        self.requests.append(n)
+        out = []
+        for _ in range(n):
+            fn()
+            self.calls += 1
+            out.append(self.script.pop(0) if self.script else self.then())
+        return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 10, 11, 100, 999])
+def test_quantiles_match_numpy(n):
+    rng = random.Random(n)
+    xs = [rng.lognormvariate(0, 0.5) for _ in range(n)]
+    stats = timing.summarize(xs, "t")
+    for q, got in ((50, stats.median), (20, stats.p20), (80, stats.p80)):
+        assert got == pytest.approx(np.percentile(xs, q), rel=1e-12)
+    assert stats.n == n
+
+
+def test_warm_up_is_discarded_and_the_budget_sets_the_sample_count():
+    # first call 1 s (compilation), warm-up calls 2 ms, then a steady 1 ms with known values
+    steady = iter([1e-3 * (1 + i / 1000) for i in range(10_000)])
+    timer = ScriptedTimer([1.0] + [2e-3] * 15, lambda: next(steady))
+    stats = timing.measure(lambda: None, timer, budget_s=0.1, min_samples=10, max_samples=1000, warmup_s=0.025)
+    # the first call alone, 3 probe calls (2 ms each), 25 ms of warm-up at that rate, then
+    # the 0.1 s budget at that rate
+    assert timer.requests == [1, timing.PROBE_CALLS, 12, 50]
+    assert stats.n == 50
+    assert 1e-3 <= stats.p20 <= stats.median <= stats.p80 < 1.1e-3  # none of the 1 s or 2 ms samples
+
+
+def test_at_least_min_samples_and_at_most_max():
+    slow = ScriptedTimer([], lambda: 1.0)
+    assert timing.measure(lambda: None, slow, budget_s=0.1, min_samples=7, max_samples=100, warmup_s=0.0).n == 7
+    fast = ScriptedTimer([], lambda: 1e-9)
+    assert timing.measure(lambda: None, fast, budget_s=1.0, min_samples=7, max_samples=300, warmup_s=0.0).n == 300
+
+
+def test_a_wide_spread_asks_for_more_samples_up_to_the_cap():
+    rng = random.Random(0)
+    noisy = ScriptedTimer([], lambda: rng.choice([1e-3, 2e-3]))  # p20-p80 spread ~100%
+    stats = timing.measure(lambda: None, noisy, budget_s=0.02, min_samples=10, max_samples=160, warmup_s=0.0)
+    assert stats.n == 160 and len(noisy.requests) > 3
+
+
+def test_per_call_divides_graph_replays():
+    timer = ScriptedTimer([], lambda: 1e-3)
+    stats = timing.measure(lambda: None, timer, per_call=100, min_samples=10, warmup_s=0.0, budget_s=0.0)
+    assert stats.median == pytest.approx(1e-5)
+
+
+def test_quantile_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="no samples"):
+        timing.summarize([], "t")
+
+
+def test_the_cpu_timer_calls_the_function_once_per_sample():
+    calls = []
+    samples = timing.CpuTimer(flush=True).samples(lambda: calls.append(1), 4)
+    assert len(samples) == 4 == len(calls) and all(s >= 0 for s in samples)

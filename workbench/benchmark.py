@@ -1,0 +1,295 @@
+"""wb.bench(): is my kernel fast? The kernel beside eager PyTorch and torch.compile of the same
+reference (and a vendor library where the spec names one), in one run, on the spec's sizes.
+
+    report = wb.bench("relu_scale")                          # default sizes, every dtype
+    report = wb.bench("relu_scale", dtypes=["bf16"], sizes=[(1 << 26,)])
+    report = wb.bench(k.square, lambda x: x * x, inputs=[(x,)])   # a function of your own
+    report.rows                                              # what bench.csv holds
+    report.save("benchmarks/results")                        # appends to <root>/<device>/bench.csv
+
+Each (op, dtype, size): inputs from the spec's make_inputs; every provider's output is
+validated against the float64 reference before it is timed (the kernel to its tolerance,
+the baselines to ten times it: they round in more places); then workbench.timing measures it.
+A row per provider carries the median and p20/p80, GB/s from the spec's bytes model and its
+share of the copy ceiling measured at the start of the run, TFLOP/s where the spec counts
+flops, and the speedup over eager and torch.compile. When a size runs under ~10 us, every
+provider is also timed as CUDA-graph replays (method "cuda_graph"), which removes launch gaps.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from . import results, timing
+from .correctness import (case_seed, dtype_name, first_tensor, kernel_and_device, new_seed, parse_dtype, select_dtypes,
+                    select_ops, spec_of)
+from .compare import compare
+from .spec import DEFAULT_TOLERANCES, Tolerance, numel, upcast
+
+KWB, EAGER, COMPILE = "kwb", "eager", "torch.compile"
+BASELINES = ("eager", "compile", "vendor")
+MAX_INPUT_COPIES = 256  # graph timing rotates over this many input copies at most
+GRAPH_CALLS_S = 1e-3  # a graph holds about this much work
+
+
+def parse_baselines(value) -> tuple[str, ...]:
+    if value is None:
+        return BASELINES
+    items = [v.strip() for v in (value.split(",") if isinstance(value, str) else value) if v.strip()]
+    if items == ["none"]:
+        return ()
+    bad = [v for v in items if v not in BASELINES]
+    if bad:
+        raise ValueError(f"baselines: {', '.join(bad)} is not one of {', '.join(BASELINES)} (or none)")
+    return tuple(items)
+
+
+@dataclass
+class BenchReport:
+    env: results.Environment
+    ceiling: float  # bytes/s of the device's copy
+    rows: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def save(self, root) -> "Path":  # noqa: F821
+        """Append the rows to <root>/<device slug>/bench.csv; returns the file's path."""
+        from pathlib import Path
+
+        return results.append(Path(root) / self.env.slug / "bench.csv", self.rows)
+
+    @property
+    def ok(self) -> bool:
+        return all(r["status"] == "ok" for r in self.rows)
+
+    def __str__(self) -> str:
+        from .render import bench_text
+
+        return bench_text(self)
+
+    def _repr_markdown_(self) -> str:
+        from .render import bench_markdown
+
+        return bench_markdown(self.rows, self.env)
+
+
+def _clone_args(args):
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+class _Session:
+    """What one bench run shares: the device, its timer, its copy ceiling, the environment."""
+
+    def __init__(self, device: str, env: results.Environment | None = None, ceiling: float | None = None):
+        self.device = device
+        self.timer = timing.timer_for(device)
+        self.env = env or results.environment(device)
+        self.ceiling = ceiling or timing.copy_ceiling(device, self.timer)
+        # The CPU is timed with fewer samples: a 2-core machine must finish `kwb run` in minutes.
+        self.limits = dict(min_samples=timing.MIN_SAMPLES, max_samples=timing.MAX_SAMPLES, budget_s=timing.BUDGET_S) \
+            if device == "cuda" else dict(min_samples=5, max_samples=50, budget_s=0.1)
+        self.l2 = (getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (50 << 20)) if device == "cuda" else 0
+
+
+def _compiled(fn: Callable) -> Callable:
+    # A fresh dynamo cache per measurement: sizes and dtypes would otherwise pile up past its
+    # recompile limit, after which it runs eager code silently. fullgraph: a graph break
+    # would time half-eager code under torch.compile's name.
+    torch._dynamo.reset()
+    return torch.compile(fn, fullgraph=True, dynamic=False)
+
+
+def _row(kernel, op, provider, dtype, shape, method, stats, nbytes, flops, s: _Session, status="ok") -> dict:
+    row = dict.fromkeys(results.BENCH_COLUMNS)  # every column, None where nothing was measured
+    row.update(kernel=kernel, op=op, provider=provider, dtype=dtype_name(dtype) if isinstance(dtype, torch.dtype) else dtype,
+               shape="x".join(map(str, shape)), numel=numel(shape), method=method, status=status,
+               ceiling_gbps=round(s.ceiling / 1e9, 1), **s.env.columns())
+    if stats is None:
+        return row
+    sec = stats.median
+    row.update(median_us=stats.median * 1e6, p20_us=stats.p20 * 1e6, p80_us=stats.p80 * 1e6, samples=stats.n)
+    if nbytes:
+        row.update(gbps=nbytes / sec / 1e9, pct_of_ceiling=100 * nbytes / sec / s.ceiling)
+    if flops:
+        row.update(tflops=flops / sec / 1e12)
+    return row
+
+
+def _add_speedups(rows: list[dict]) -> None:
+    for r in rows:
+        if r.get("median_us") is None:
+            continue
+        for provider, column in ((EAGER, "speedup_vs_eager"), (COMPILE, "speedup_vs_compile")):
+            base = next((b for b in rows if b["provider"] == provider and b["method"] == r["method"] and b.get("median_us")), None)
+            if base is not None:
+                r[column] = base["median_us"] / r["median_us"]
+
+
+def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, reference: Callable, tol: Tolerance,
+               nbytes: int | None, flops: float | None, dtype, shape, s: _Session, graphs: bool, progress) -> list[dict]:
+    with torch.no_grad():
+        ref = reference(*[upcast(a) for a in args])
+        try:  # the dtype the plain PyTorch op returns, which the kernel's output must have
+            plain = reference(*args)
+            want = (plain[0] if isinstance(plain, (tuple, list)) else plain).dtype
+            del plain
+        except Exception:
+            want = None
+    loose = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
+    rows, timed = [], {}
+    for provider, fn in providers.items():
+        call = functools.partial(fn, *args)
+        try:
+            with torch.no_grad():
+                out = call()  # compiles torch.compile's code, and is the validation run
+                verdict = compare(out if not isinstance(out, (tuple, list)) else out[0],
+                                  ref if not isinstance(ref, (tuple, list)) else ref[0], tol if provider == KWB else loose,
+                                  expected_dtype=want)
+                del out
+                if not verdict.passed:
+                    rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
+                                     status=f"wrong result, not timed: {verdict.reason}"))
+                    continue
+                stats = timing.measure(call, s.timer, **s.limits)
+        except Exception as e:  # one provider failing (a compile error, say) must not end the run
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
+                             status=f"error: {type(e).__name__}: {msg}"[:300]))
+            continue
+        finally:
+            if progress:
+                progress()
+        rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, stats, nbytes, flops, s))
+        timed[provider] = (fn, stats.median)
+    fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
+    if graphs and s.device == "cuda" and fastest < timing.GRAPH_THRESHOLD_US:
+        rows += _graph_rows(kernel, op, timed, args, nbytes, flops, dtype, shape, s)
+    _add_speedups(rows)
+    del ref
+    return rows
+
+
+def _graph_rows(kernel, op, providers, args, nbytes, flops, dtype, shape, s: _Session) -> list[dict]:
+    """Replays of a CUDA graph of k calls per provider, rotating over enough input copies that
+    together they overflow the L2 (up to MAX_INPUT_COPIES), so the data still comes from HBM."""
+    copies = max(1, min(MAX_INPUT_COPIES, math.ceil(2 * s.l2 / max(nbytes or 1, 1))))
+    sets = [args] + [_clone_args(args) for _ in range(copies - 1)]
+    rows = []
+    for provider, (fn, seconds) in providers.items():
+        try:
+            with torch.no_grad():
+                k = max(copies, min(2000, int(GRAPH_CALLS_S / max(seconds, 1e-7))))
+                k = math.ceil(k / copies) * copies
+                replay = timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)])
+                stats = timing.measure(replay, s.timer, per_call=k, **s.limits)
+        except Exception as e:
+            rows.append(_row(kernel, op, provider, dtype, shape, "cuda_graph", None, nbytes, flops, s,
+                             status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}"))
+            continue
+        rows.append(_row(kernel, op, provider, dtype, shape, "cuda_graph", stats, nbytes, flops, s))
+    return rows
+
+
+def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Session, graphs, progress, seed) -> list[dict]:
+    spec = spec_of(kernel)
+    rows = []
+    for op in select_ops(spec, ops, kernel.name):
+        for dtype in select_dtypes(spec, dtypes, device, kernel.name):
+            tol = op.tolerance(dtype)
+            for size in [tuple(x) for x in (sizes or spec.sizes_for(device, sweep))]:
+                providers = {KWB: getattr(kernel, op.name)}
+                if "eager" in baselines:
+                    providers[EAGER] = op.eager_fn
+                if "compile" in baselines:
+                    providers[COMPILE] = _compiled(op.eager_fn)
+                if "vendor" in baselines and op.vendor is not None:
+                    providers[op.vendor_name] = op.vendor
+                gen = torch.Generator().manual_seed(case_seed(seed, op.name, dtype_name(dtype), size))
+                args = op.make_inputs(size, dtype, device, gen)
+                nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
+                flops = op.flops(size, dtype) if op.flops else None
+                rows += _bench_one(kernel.name, op.name, providers, args, op.reference, tol, nbytes, flops, dtype, size, s, graphs, progress)
+                del args
+    return rows
+
+
+def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, flops, tolerance, s: _Session, graphs, progress) -> list[dict]:
+    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
+    rows = []
+    for args in sets:
+        first = first_tensor(args)
+        dtype = first.dtype if first is not None else torch.float32
+        shape = tuple(first.shape) if first is not None else ()
+        providers = {label: fn}
+        if reference is not None and "eager" in baselines:
+            providers[EAGER] = reference
+        if reference is not None and "compile" in baselines:
+            providers[COMPILE] = _compiled(reference)
+        if bytes_moved is None:  # each tensor argument read once, the output written once
+            with torch.no_grad():
+                out = fn(*args)
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            nbytes = sum(a.numel() * a.element_size() for a in list(args) + list(outs) if isinstance(a, torch.Tensor))
+        else:
+            nbytes = bytes_moved(shape, dtype) if callable(bytes_moved) else bytes_moved
+        nflops = flops(shape, dtype) if callable(flops) else flops
+        tol = tolerance or DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+        ref = reference or fn
+        rows += _bench_one(name, name, providers, args, ref, tol, nbytes, nflops, dtype, shape, s, graphs, progress)
+    return rows
+
+
+def bench(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, sizes=None,
+          sweep: bool = False, baselines=None, graphs: bool = True, bytes_moved=None, flops=None, tolerance=None,
+          name: str | None = None, label: str = KWB, seed: int | None = None, session: _Session | None = None,
+          progress: Callable[[], None] | None = None) -> BenchReport:
+    """Time a kernel (or a function) beside its baselines; returns a BenchReport.
+
+    target: a kernel name or folder, a loaded Kernel, or a function (then give `inputs`, and
+        `reference` for the eager and torch.compile baselines).
+    device: "cpu" or "cuda" (default: the kernel's build device when a GPU is visible).
+    ops, dtypes: subsets of the spec's; sizes: a list of size tuples (default: the spec's
+        bench_sizes for the device; sweep=True: its sweep_sizes).
+    baselines: any of "eager", "compile", "vendor" (a list or "eager,compile"); "none" for none.
+    graphs: also time CUDA-graph replays for sizes under ~10 us.
+    For a function: inputs is a tuple of arguments or a list of them (one row set each);
+    bytes_moved / flops are numbers or (shape, dtype) -> number (default bytes: every tensor
+    argument read once and the output written once).
+    """
+    chosen = parse_baselines(baselines)
+    if sizes is not None:
+        sizes = [tuple(x) if isinstance(x, (tuple, list)) else (int(x),) for x in sizes]
+    if dtypes is not None:
+        dtypes = [parse_dtype(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    seed = new_seed() if seed is None else int(seed)
+    if callable(target) and (inputs is not None or reference is not None):
+        if inputs is None:
+            raise ValueError("inputs: timing a function needs inputs=: a tuple of arguments, or a list of them")
+        first = first_tensor(inputs if isinstance(inputs, tuple) else inputs[0])
+        dev = str(first.device.type) if first is not None else "cpu"
+        s = session or _Session(dev)
+        rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"), chosen,
+                               bytes_moved, flops, tolerance, s, graphs, progress)
+        return BenchReport(s.env, s.ceiling, rows)
+    kernel, device = kernel_and_device(target, device)
+    s = session or _Session(device)
+    rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, chosen, s, graphs, progress, seed)
+    return BenchReport(s.env, s.ceiling, rows)
+
+
+def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, sweep=False, baselines=None) -> int:
+    spec = spec_of(kernel)
+    chosen = parse_baselines(baselines)
+    total = 0
+    for op in select_ops(spec, ops, kernel.name):
+        n_prov = 1 + ("eager" in chosen) + ("compile" in chosen) + ("vendor" in chosen and op.vendor is not None)
+        total += n_prov * len(select_dtypes(spec, dtypes, device, kernel.name)) * len(sizes or spec.sizes_for(device, sweep))
+    return total
+
+
+def new_session(device: str, env: results.Environment | None = None) -> _Session:
+    return _Session(device, env)
+

@@ -1,0 +1,117 @@
+"""One output against its reference: the errors, the verdict, and where it went wrong.
+
+Errors are computed in float64 on the output's device:
+    max_abs   max |out - ref| (inf where out has NaN/Inf and ref does not)
+    max_rel   max |out - ref| / max(|ref|, atol / rtol): relative error, except near zero,
+              where the absolute tolerance takes over (so it never divides by ~0)
+    rel_l2    ||out - ref|| / ||ref||
+An output passes when every element is within atol + rtol * |ref|, the relative L2 error is
+within the tolerance's rel_l2, and it has NaN or Inf exactly where the reference has them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .spec import Tolerance
+
+# log10 bins of the relative error for the error-distribution plot: 1e-16 .. 1e0 in quarter
+# decades; the first bin also holds exact matches, the last everything from 1 up.
+HIST_LO, HIST_HI, HIST_BINS = -16.0, 0.0, 64
+MAX_SHOWN = 5  # mismatching elements listed in a failure
+
+
+@dataclass
+class Mismatch:
+    index: tuple[int, ...]
+    out: float
+    ref: float
+
+    def __str__(self) -> str:
+        return f"[{', '.join(map(str, self.index))}]: got {self.out:.7g}, expected {self.ref:.7g}"
+
+
+@dataclass
+class Comparison:
+    what: str  # "output", "output[1]", "grad x"
+    passed: bool
+    reason: str = ""  # why it failed, in one line; "" when passed
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    rel_l2: float = 0.0
+    mismatched: int = 0  # elements outside the tolerance (NaN/Inf mismatches included)
+    numel: int = 0
+    first_mismatches: list[Mismatch] = field(default_factory=list)
+    histogram: list[int] = field(default_factory=list)  # counts per HIST bin
+
+
+def histogram_edges() -> list[float]:
+    step = (HIST_HI - HIST_LO) / HIST_BINS
+    return [HIST_LO + i * step for i in range(HIST_BINS + 1)]
+
+
+def _flat_index(i: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(i % size)
+        i //= size
+    return tuple(reversed(index)) if shape else ()
+
+
+def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torch.dtype | None = None) -> Comparison:
+    """Compare `out` (the kernel's) with `ref` (computed in higher precision)."""
+    if not isinstance(out, torch.Tensor):
+        if isinstance(ref, torch.Tensor):
+            return Comparison(what, False, f"expected a tensor, got {type(out).__name__}")
+        same = out == ref
+        return Comparison(what, bool(same), "" if same else f"got {out!r}, expected {ref!r}")
+    if not isinstance(ref, torch.Tensor):
+        return Comparison(what, False, f"expected {type(ref).__name__}, got a tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(what, False, f"shape {list(out.shape)}, expected {list(ref.shape)}", numel=out.numel())
+    if expected_dtype is not None and out.dtype != expected_dtype:
+        return Comparison(what, False, f"dtype {out.dtype}, expected {expected_dtype}", numel=out.numel())
+    n = out.numel()
+    if n == 0:
+        return Comparison(what, True, numel=0, histogram=[0] * HIST_BINS)
+
+    o = out.detach().to(device=ref.device, dtype=torch.float64)
+    r = ref.detach().to(torch.float64)
+    finite_o, finite_r = torch.isfinite(o), torch.isfinite(r)
+    both_finite = finite_o & finite_r
+    # Non-finite values must agree exactly: NaN with NaN, +Inf with +Inf.
+    same_nonfinite = (~finite_o & ~finite_r) & ((o == r) | (torch.isnan(o) & torch.isnan(r)))
+    diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
+    floor = tol.atol / tol.rtol if tol.rtol > 0 else 1.0
+    rel = diff / r.abs().clamp_min(floor)
+    within = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+    bad = ~(within | same_nonfinite)
+    mismatched = int(bad.sum())
+
+    r_fin = torch.where(both_finite, r, torch.zeros_like(r))
+    norm_ref = float(torch.linalg.vector_norm(r_fin))
+    norm_diff = float(torch.linalg.vector_norm(diff))
+    rel_l2 = norm_diff / norm_ref if norm_ref > 0 else (0.0 if norm_diff == 0 else math.inf)
+
+    log_rel = torch.log10(rel[both_finite].clamp(min=10 ** HIST_LO, max=10 ** HIST_HI - 1e-12)).float()
+    hist = torch.histc(log_rel, bins=HIST_BINS, min=HIST_LO, max=HIST_HI).long().tolist() if log_rel.numel() else [0] * HIST_BINS
+
+    result = Comparison(
+        what, True, numel=n, mismatched=mismatched, histogram=hist,
+        max_abs=float(diff.max()), max_rel=float(rel.max()), rel_l2=rel_l2,
+    )
+    if mismatched:
+        idx = torch.nonzero(bad.reshape(-1), as_tuple=False)[:MAX_SHOWN, 0].tolist()
+        of, rf = o.reshape(-1), r.reshape(-1)
+        result.first_mismatches = [Mismatch(_flat_index(i, out.shape), float(of[i]), float(rf[i])) for i in idx]
+        nonfinite = int((~both_finite & ~same_nonfinite).sum())
+        what_bad = f"{mismatched} of {n} elements outside {tol}"
+        if nonfinite:  # a NaN where a number belongs is an unbounded error, not none
+            result.max_abs = result.max_rel = result.rel_l2 = math.inf
+            what_bad += f" ({nonfinite} of them NaN or Inf where the reference has a different value)"
+        result.passed, result.reason = False, what_bad
+    elif tol.rel_l2 is not None and rel_l2 > tol.rel_l2:
+        result.passed, result.reason = False, f"relative L2 error {rel_l2:.2e} above {tol.rel_l2:.0e}"
+    return result

@@ -1,0 +1,437 @@
+"""wb.check(): is my kernel right? Every op, every dtype, awkward shapes, against a reference
+computed in float64, with the outputs poisoned so an element the kernel never writes fails.
+
+    report = wb.check("relu_scale")                     # a kernel and its spec.py
+    report = wb.check(k.square, lambda x: x * x,        # any function against a reference
+                      inputs=lambda shape, dtype, device, gen: (wb.spec.randn(shape, dtype, device, gen),))
+    report.passed, report.failures, report.rows()
+
+How each case runs:
+  1. fresh random inputs from the spec's make_inputs, seeded by the report's seed (printed,
+     so `seed=` reproduces a failure), on the device under test;
+  2. the op runs with torch's deterministic fill on, so every tensor allocated with
+     at::empty inside it starts as NaN: an unwritten element cannot pass as a lucky 0;
+  3. the reference runs on float64 copies of the inputs; each output is compared
+     (workbench.compare), and its dtype must be what the plain PyTorch op returns;
+  4. where the op has gradients, a random output gradient is pushed back through both and
+     the input gradients are compared the same way.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import secrets
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from .compare import Comparison, compare
+from .errors import KwbError
+from .spec import DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, upcast
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+_DTYPE_ALIASES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32, "f32": torch.float32,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16, "f16": torch.float16,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float64": torch.float64, "fp64": torch.float64, "double": torch.float64, "f64": torch.float64,
+}
+
+
+def parse_dtype(value) -> torch.dtype:
+    """torch.float32, 'float32', 'fp32', 'bf16', ... -> a torch dtype."""
+    if isinstance(value, torch.dtype):
+        return value
+    key = str(value).strip().lower().removeprefix("torch.")
+    if key not in _DTYPE_ALIASES:
+        raise ValueError(f"dtype {value!r} is not one of float32, float16, bfloat16, float64 (or fp32, fp16, bf16, fp64)")
+    return _DTYPE_ALIASES[key]
+
+
+@contextlib.contextmanager
+def poisoned_outputs():
+    """Inside: tensors from torch.empty/at::empty start as NaN (integers as their maximum),
+    through torch's deterministic mode. Restores the previous settings on the way out."""
+    det = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            # warn_only: an op without a deterministic implementation (cuBLAS without a
+            # workspace config, say) still runs; its warning says nothing about the kernel.
+            warnings.filterwarnings("ignore", message=".*determinis.*")
+            yield
+    finally:
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+@dataclass
+class CaseResult:
+    """One op at one dtype and shape: its output(s) and gradients against the reference."""
+
+    kernel: str
+    op: str
+    dtype: torch.dtype
+    shape: tuple
+    seed: int
+    tolerance: Tolerance | None
+    comparisons: list[Comparison] = field(default_factory=list)
+    error: str = ""  # the op (or the reference) raised this
+
+    @property
+    def passed(self) -> bool:
+        return not self.error and all(c.passed for c in self.comparisons)
+
+    @property
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape)) if self.shape else "scalar"
+
+
+@dataclass
+class CheckReport:
+    target: str
+    device: str
+    seed: int
+    cases: list[CaseResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.cases) and all(c.passed for c in self.cases)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [c for c in self.cases if not c.passed]
+
+    def rows(self) -> list[dict]:
+        """One row per compared tensor: the table behind the report, and check.csv's rows."""
+        rows = []
+        for case in self.cases:
+            base = dict(kernel=case.kernel, op=case.op, dtype=dtype_name(case.dtype), shape=case.shape_text,
+                        seed=case.seed, device=self.device)
+            tol = case.tolerance
+            tol_cols = dict(atol=tol.atol if tol else "", rtol=tol.rtol if tol else "",
+                            rel_l2_tol=tol.rel_l2 if tol and tol.rel_l2 is not None else "")
+            if case.error:
+                rows.append({**base, "what": "output", **tol_cols, "max_abs": "", "max_rel": "", "rel_l2": "",
+                             "mismatched": "", "numel": "", "passed": False, "detail": case.error})
+                continue
+            for c in case.comparisons:
+                detail = c.reason
+                if c.first_mismatches:
+                    detail += "; first: " + "; ".join(str(m) for m in c.first_mismatches)
+                rows.append({**base, "what": c.what, **tol_cols, "max_abs": c.max_abs, "max_rel": c.max_rel,
+                             "rel_l2": c.rel_l2, "mismatched": c.mismatched, "numel": c.numel,
+                             "passed": c.passed, "detail": detail})
+        return rows
+
+    def error_histograms(self) -> list[dict]:
+        """Relative-error counts per (kernel, op, what, dtype) over all shapes, in the log10 bins
+        of workbench.compare: what the error-distribution plot draws."""
+        from .compare import histogram_edges
+
+        edges = histogram_edges()
+        sums: dict[tuple, list[int]] = {}
+        tols: dict[tuple, Tolerance | None] = {}
+        for case in self.cases:
+            for c in case.comparisons:
+                if not c.histogram:
+                    continue
+                key = (case.kernel, case.op, c.what, dtype_name(case.dtype))
+                acc = sums.setdefault(key, [0] * len(c.histogram))
+                sums[key] = [a + b for a, b in zip(acc, c.histogram)]
+                tols[key] = case.tolerance
+        rows = []
+        for (kernel, op, what, dtype), counts in sums.items():
+            tol = tols[(kernel, op, what, dtype)]
+            for i, count in enumerate(counts):
+                if count:
+                    rows.append(dict(kernel=kernel, op=op, what=what, dtype=dtype, log10_lo=edges[i], log10_hi=edges[i + 1],
+                                     count=count, rtol=tol.rtol if tol else "", device=self.device))
+        return rows
+
+    def __str__(self) -> str:
+        from .render import check_text
+
+        return check_text(self)
+
+    def _repr_markdown_(self) -> str:
+        from .render import check_markdown
+
+        return check_markdown(self)
+
+
+# ---- the cases ---------------------------------------------------------------------------
+
+
+def _flatten(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+def _label(i: int, n: int) -> str:
+    return "output" if n == 1 else f"output[{i}]"
+
+
+def _to(args, device=None, dtype_fn=None):
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            a = a.detach()
+            if dtype_fn is not None:
+                a = dtype_fn(a)
+            if device is not None:
+                a = a.to(device)
+        out.append(a)
+    return out
+
+
+def first_tensor(args) -> torch.Tensor | None:
+    return next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+
+
+def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequence, tol: Tolerance,
+             grad_inputs: Sequence[int] = (), grad_tol: Tolerance | None = None, grad_names: Sequence[str] = (),
+             seed: int = 0, shape: tuple | None = None) -> CaseResult:
+    """Run `fn` and `reference` on one set of arguments and compare everything they return."""
+    first = first_tensor(args)
+    dtype = first.dtype if first is not None else torch.float32
+    case = CaseResult(kernel, op, dtype, tuple(shape if shape is not None else (first.shape if first is not None else ())),
+                      seed, tol)
+    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    try:
+        with torch.no_grad():  # what the plain PyTorch op returns: the dtypes to expect
+            expected = [t.dtype if isinstance(t, torch.Tensor) else None for t in _flatten(reference(*args))]
+    except Exception:  # e.g. a CPU op without half support: then dtypes are not checked
+        expected = None
+
+    leaves = list(_to(args))
+    for i in grad_inputs:
+        leaves[i] = leaves[i].clone().requires_grad_(True)
+    try:
+        with poisoned_outputs(), torch.enable_grad() if grad_inputs else torch.no_grad():
+            outs = _flatten(fn(*leaves))
+            grads = None
+            if grad_inputs:
+                diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+                if not diff:
+                    raise RuntimeError(f"none of its outputs requires grad, though arguments {list(grad_inputs)} do: is autograd registered?")
+                g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype) for o in diff]
+                grads = torch.autograd.grad(diff, [leaves[i] for i in grad_inputs], g_out, allow_unused=True)
+    except Exception as e:
+        case.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        return case
+
+    up = _to(args, dtype_fn=upcast)
+    for i in grad_inputs:
+        up[i] = up[i].clone().requires_grad_(True)
+    try:
+        with torch.enable_grad() if grad_inputs else torch.no_grad():
+            refs = _flatten(reference(*up))
+            ref_grads = None
+            if grad_inputs:
+                ref_diff = [r for r, o in zip(refs, outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+                ref_grads = torch.autograd.grad(ref_diff, [up[i] for i in grad_inputs], [g.double() for g in g_out], allow_unused=True)
+    except Exception as e:
+        case.error = f"the reference raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        return case
+
+    if len(outs) != len(refs):
+        case.error = f"returned {len(outs)} outputs, the reference {len(refs)}"
+        return case
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        want = expected[i] if expected is not None and i < len(expected) else None
+        case.comparisons.append(compare(o, r, tol, _label(i, len(outs)), want))
+    if grads is not None:
+        for j, (g, rg) in enumerate(zip(grads, ref_grads)):
+            name = grad_names[j] if j < len(grad_names) else f"arg{grad_inputs[j]}"
+            if g is None or rg is None:
+                if (g is None) != (rg is None):
+                    case.comparisons.append(Comparison(f"grad {name}", False, "no gradient" if g is None else "a gradient where the reference has none"))
+                continue
+            case.comparisons.append(compare(g, rg, grad_tol or tol, f"grad {name}", leaves[grad_inputs[j]].dtype))
+    return case
+
+
+def case_seed(seed: int, *parts) -> int:
+    """The seed of one case: the same in every process for one report seed."""
+    return zlib.crc32(repr((seed, *parts)).encode()) & 0x7FFFFFFF
+
+
+def new_seed() -> int:
+    return secrets.randbelow(1 << 31)
+
+
+# ---- kernels with a spec ---------------------------------------------------------------------
+
+
+def kernel_and_device(target, device):
+    from .library import Kernel
+    from .loader import load
+
+    kernel = target if isinstance(target, Kernel) else load(target, device=device)
+    if device is None:
+        device = "cuda" if kernel.device == "cuda" and torch.cuda.is_available() else "cpu"
+    device = str(torch.device(device).type)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise KwbError(f"cannot check {kernel.name} on cuda: no GPU is visible; use device='cpu'")
+    if device == "cuda" and kernel.device != "cuda":
+        raise KwbError(f"{kernel.name} was built for the CPU only; load it with device='cuda' to check its CUDA code")
+    return kernel, device
+
+
+def spec_of(kernel) -> KernelSpec:
+    module = kernel.spec
+    if module is None or not hasattr(module, "SPEC"):
+        raise KwbError(f"kernel {kernel.name!r} has no spec.py with a SPEC: write one (README 'Adding a kernel'), "
+                       f"or check a function against a reference with wb.check(fn, reference, inputs=...)")
+    return module.SPEC
+
+
+def select_ops(spec: KernelSpec, ops, kernel_name: str) -> list[OpSpec]:
+    if not ops:
+        return list(spec.ops)
+    names = [ops] if isinstance(ops, str) else list(ops)
+    known = [o.name for o in spec.ops]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"ops: {kernel_name} has no op {', '.join(map(repr, unknown))} in its spec; its ops: {', '.join(known)}")
+    return [spec.op(n) for n in names]
+
+
+def select_dtypes(spec: KernelSpec, dtypes, device: str, kernel_name: str) -> list[torch.dtype]:
+    supported = list(spec.dtypes.get(device, ()))
+    if dtypes is None:
+        return supported
+    wanted = [parse_dtype(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    missing = [d for d in wanted if d not in supported]
+    if missing:
+        raise ValueError(f"dtypes: {kernel_name} on {device} supports {', '.join(map(dtype_name, supported)) or 'nothing'}; "
+                         f"{', '.join(map(dtype_name, missing))} is not among them")
+    return wanted
+
+
+def _grad_names(kernel, op: OpSpec) -> list[str]:
+    try:
+        schema = getattr(kernel, op.name).default._schema
+        return [schema.arguments[i].name for i in op.grad_inputs]
+    except Exception:
+        return [f"arg{i}" for i in op.grad_inputs]
+
+
+def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward: bool, progress) -> CheckReport:
+    spec = spec_of(kernel)
+    report = CheckReport(kernel.name, device, seed)
+    chosen_ops = select_ops(spec, ops, kernel.name)
+    chosen_dtypes = select_dtypes(spec, dtypes, device, kernel.name)
+    chosen_shapes = [tuple(s) for s in (shapes or spec.shapes)]
+    for op in chosen_ops:
+        fn = getattr(kernel, op.name)
+        grad_inputs = op.grad_inputs if backward else ()
+        names = _grad_names(kernel, op)
+        for dtype in chosen_dtypes:
+            tol = op.tolerance(dtype)
+            grad_tol = op.tolerance(dtype, grad=True) if grad_inputs else None
+            for shape in chosen_shapes:
+                s = case_seed(seed, op.name, dtype_name(dtype), shape)
+                args = op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))
+                report.cases.append(run_case(kernel.name, op.name, fn, op.reference, args, tol, grad_inputs, grad_tol, names, s, shape))
+                if progress:
+                    progress()
+    return report
+
+
+# ---- a function of your own ----------------------------------------------------------------
+
+
+def _tolerance_for(tolerance, dtype: torch.dtype) -> Tolerance:
+    if tolerance is None:
+        return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+    if isinstance(tolerance, Tolerance):
+        return tolerance
+    if isinstance(tolerance, dict):
+        if dtype not in tolerance:
+            raise ValueError(f"tolerance: no entry for {dtype_name(dtype)} (given for {', '.join(dtype_name(d) for d in tolerance)})")
+        return tolerance[dtype]
+    atol, rtol = tolerance
+    return Tolerance(float(atol), float(rtol))
+
+
+def _check_function(fn: Callable, reference: Callable, inputs, device, dtypes, shapes, seed: int, tolerance,
+                    grad_inputs, name: str | None) -> CheckReport:
+    name = name or getattr(fn, "__name__", None) or "function"
+    try:
+        params = list(inspect.signature(reference).parameters)
+    except (TypeError, ValueError):
+        params = []
+    grad_names = [params[i] if i < len(params) else f"arg{i}" for i in grad_inputs]
+    if callable(inputs):
+        dev = str(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")).type)
+        report = CheckReport(name, dev, seed)
+        chosen_dtypes = [parse_dtype(d) for d in (dtypes or ([torch.float32, torch.bfloat16] if dev == "cuda" else [torch.float32, torch.float64]))]
+        chosen_shapes = [tuple(s) for s in (shapes or KernelSpec(ops=[]).shapes)]
+        for dtype in chosen_dtypes:
+            tol = _tolerance_for(tolerance, dtype)
+            for shape in chosen_shapes:
+                s = case_seed(seed, name, dtype_name(dtype), shape)
+                args = inputs(shape, dtype, dev, torch.Generator().manual_seed(s))
+                report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, s, shape))
+        return report
+    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
+    if not sets or not all(isinstance(s, (tuple, list)) for s in sets):
+        raise ValueError("inputs: give a tuple of arguments, a list of such tuples, or a function "
+                         "(shape, dtype, device, generator) -> arguments")
+    first = first_tensor(sets[0])
+    report = CheckReport(name, str(first.device.type) if first is not None else "cpu", seed)
+    for k, args in enumerate(sets):
+        t = first_tensor(args)
+        tol = _tolerance_for(tolerance, t.dtype if t is not None else torch.float32)
+        report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, case_seed(seed, name, k)))
+        if t is not None and all(isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() and not a.any()
+                                 for a in args if isinstance(a, torch.Tensor)):
+            report.notes.append(f"inputs #{k} are all zeros: an unwritten or mis-indexed output can pass on zeros; use random values")
+    return report
+
+
+def check(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, shapes=None,
+          seed: int | None = None, backward: bool = True, tolerance=None, grad_inputs: Sequence[int] = (),
+          name: str | None = None, progress: Callable[[], None] | None = None) -> CheckReport:
+    """Check a kernel (or a function) against its reference; returns a CheckReport.
+
+    target: a kernel name or folder, a loaded Kernel, or a function (then give `reference`
+        and `inputs`).
+    device: "cpu" or "cuda"; default: the kernel's build device when a GPU is visible.
+    ops, dtypes, shapes: subsets of the spec's (dtypes by name, "bf16" or torch.bfloat16).
+    seed: the report's seed (printed in the report); every case's inputs derive from it.
+    backward: also check gradients where the op has them.
+    For a function: inputs is a tuple of arguments, a list of them, or a function
+    (shape, dtype, device, generator) -> arguments (preferred: fresh random inputs per run);
+    tolerance is a Tolerance, a {dtype: Tolerance} dict or (atol, rtol), default per dtype;
+    grad_inputs names the argument indices whose gradients to check.
+    """
+    seed = new_seed() if seed is None else int(seed)
+    if callable(target) and reference is not None:
+        if inputs is None:
+            raise ValueError("inputs: checking a function needs inputs=: a tuple of arguments, a list of them, "
+                             "or a function (shape, dtype, device, generator) -> arguments")
+        return _check_function(target, reference, inputs, device, dtypes, shapes, seed, tolerance, tuple(grad_inputs), name)
+    if reference is not None or inputs is not None:
+        raise ValueError("reference= and inputs= are for checking a function; a kernel's come from its spec.py")
+    kernel, device = kernel_and_device(target, device)
+    return _check_kernel(kernel, device, ops, dtypes, shapes, seed, backward, progress)
+
+
+def count_cases(kernel, device: str, ops=None, dtypes=None, shapes=None) -> int:
+    spec = spec_of(kernel)
+    return len(select_ops(spec, ops, kernel.name)) * len(select_dtypes(spec, dtypes, device, kernel.name)) * len(shapes or spec.shapes)

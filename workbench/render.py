@@ -1,0 +1,199 @@
+"""Check and bench results as tables: rich for the terminal, Markdown for reports and
+notebooks, plain text for str(). Reads rows; computes nothing but groupings."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+def size_text(shape: str) -> str:
+    """'67108864' -> '2^26'; other shapes as they are ('16384x4096', '1048579')."""
+    if shape and "x" not in shape and shape.isdigit():
+        n = int(shape)
+        if n > 1 and n & (n - 1) == 0:
+            return f"2^{n.bit_length() - 1}"
+    return shape or "scalar"
+
+
+def _fmt(v, spec: str = ".3g", missing: str = "") -> str:
+    return missing if v is None or v == "" else format(v, spec)
+
+
+# ---- check -----------------------------------------------------------------------------------
+
+
+def check_groups(report) -> list[dict]:
+    """One row per (kernel, op, what, dtype): how many shapes passed and the worst errors."""
+    groups: "OrderedDict[tuple, dict]" = OrderedDict()
+    for r in report.rows():
+        key = (r["kernel"], r["op"], r["what"], r["dtype"])
+        g = groups.setdefault(key, dict(kernel=r["kernel"], op=r["op"], what=r["what"], dtype=r["dtype"], shapes=[], failed=[],
+                                        max_abs=0.0, max_rel=0.0, rel_l2=0.0, atol=r["atol"], rtol=r["rtol"], rel_l2_tol=r["rel_l2_tol"]))
+        g["shapes"].append(r["shape"])
+        if not r["passed"]:
+            g["failed"].append(r["shape"])
+        for k in ("max_abs", "max_rel", "rel_l2"):
+            if isinstance(r[k], float):
+                g[k] = max(g[k], r[k])
+    return list(groups.values())
+
+
+def _tol_text(g) -> str:
+    if g["atol"] == "":
+        return ""
+    l2 = f", l2 {g['rel_l2_tol']:.0e}" if g["rel_l2_tol"] != "" else ""
+    return f"atol {g['atol']:.0e}, rtol {g['rtol']:.0e}{l2}"
+
+
+def failure_lines(report) -> list[str]:
+    lines = []
+    for r in report.rows():
+        if not r["passed"]:
+            lines.append(f"{r['kernel']}.{r['op']} {r['what']}, {r['dtype']}, shape [{r['shape']}]: {r['detail']}")
+    return lines
+
+
+def check_header(report) -> str:
+    total = len(report.cases)
+    failed = len(report.failures)
+    verdict = "all passed" if report.passed else f"{failed} of {total} cases FAILED"
+    return (f"check {report.target} on {report.device}: {total} cases, {verdict} "
+            f"(seed {report.seed}: pass seed={report.seed} / --seed {report.seed} to repeat these inputs)")
+
+
+def check_table(report, verbose: bool = False):
+    from rich.table import Table
+
+    table = Table(title=check_header(report), title_justify="left")
+    cols = ["op", "checked", "dtype", "shape" if verbose else "shapes", "max abs", "max rel", "rel L2", "tolerance", "result"]
+    for c in cols:
+        table.add_column(c, justify="right" if c.startswith(("max", "rel")) else "left")
+    if verbose:
+        for r in report.rows():
+            tol = _tol_text(r) if r["atol"] != "" else ""
+            table.add_row(r["op"], r["what"], r["dtype"], size_text(r["shape"]), _fmt(r["max_abs"], ".2e"), _fmt(r["max_rel"], ".2e"),
+                          _fmt(r["rel_l2"], ".2e"), tol, "[green]pass[/]" if r["passed"] else "[red]FAIL[/]")
+    else:
+        for g in check_groups(report):
+            n, bad = len(g["shapes"]), len(g["failed"])
+            result = f"[green]{n}/{n} pass[/]" if not bad else f"[red]{bad}/{n} FAIL[/]"
+            shapes = ", ".join(size_text(s) for s in g["shapes"][:4]) + (f", ... ({n})" if n > 4 else "")
+            table.add_row(g["op"], g["what"], g["dtype"], shapes, f"{g['max_abs']:.2e}", f"{g['max_rel']:.2e}", f"{g['rel_l2']:.2e}",
+                          _tol_text(g), result)
+    return table
+
+
+def check_text(report) -> str:
+    lines = [check_header(report)]
+    for g in check_groups(report):
+        n, bad = len(g["shapes"]), len(g["failed"])
+        lines.append(f"  {g['op']:<24} {g['what']:<10} {g['dtype']:<9} {n - bad}/{n} pass  max abs {g['max_abs']:.2e}  "
+                     f"max rel {g['max_rel']:.2e}  rel L2 {g['rel_l2']:.2e}  (tolerance {_tol_text(g)})")
+    lines += [f"  FAIL {line}" for line in failure_lines(report)]
+    lines += [f"  note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def check_markdown(report) -> str:
+    lines = [f"**{check_header(report)}**", "",
+             "| op | checked | dtype | shapes | max abs | max rel | rel L2 | tolerance | result |", "|---|---|---|---|---|---|---|---|---|"]
+    for g in check_groups(report):
+        n, bad = len(g["shapes"]), len(g["failed"])
+        result = f"{n}/{n} pass" if not bad else f"**{bad}/{n} FAIL**"
+        lines.append(f"| {g['op']} | {g['what']} | {g['dtype']} | {', '.join(size_text(s) for s in g['shapes'])} | {g['max_abs']:.2e} | "
+                     f"{g['max_rel']:.2e} | {g['rel_l2']:.2e} | {_tol_text(g)} | {result} |")
+    fails = failure_lines(report)
+    if fails:
+        lines += ["", "Failures:", ""] + [f"- {f}" for f in fails]
+    return "\n".join(lines) + "\n"
+
+
+# ---- bench -----------------------------------------------------------------------------------
+
+BENCH_HEADERS = ["op", "dtype", "size", "provider", "method", "median us (p20-p80)", "GB/s", "% of copy", "TFLOP/s", "× eager", "× compile"]
+
+
+def bench_cells(r: dict) -> list[str]:
+    if r.get("median_us") is None:
+        timing = r["status"]
+    else:
+        timing = f"{r['median_us']:.2f} ({r['p20_us']:.2f}-{r['p80_us']:.2f})"
+    return [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
+            timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
+            _fmt(r.get("speedup_vs_eager"), ".2f"), _fmt(r.get("speedup_vs_compile"), ".2f")]
+
+
+def bench_header(env, ceiling_gbps) -> str:
+    return f"{env.title()}; copy ceiling {ceiling_gbps:.0f} GB/s (measured in this run); kwb {env.kwb_version}"
+
+
+def bench_table(rows: list[dict], title: str = ""):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for h in BENCH_HEADERS:
+        table.add_column(h, justify="left" if h in ("op", "dtype", "size", "provider", "method") else "right")
+    for r in rows:
+        cells = bench_cells(r)
+        if r["provider"] == "kwb":
+            cells = [f"[bold]{c}[/]" for c in cells]
+        table.add_row(*cells)
+    return table
+
+
+def bench_text(report) -> str:
+    lines = [bench_header(report.env, report.ceiling / 1e9), " | ".join(BENCH_HEADERS)]
+    lines += [" | ".join(bench_cells(r)) for r in report.rows]
+    return "\n".join(lines)
+
+
+def bench_markdown(rows: list[dict], env=None) -> str:
+    lines = []
+    if env is not None and rows:
+        lines += [f"*{bench_header(env, rows[0]['ceiling_gbps'])}*", ""]
+    lines += ["| " + " | ".join(BENCH_HEADERS) + " |", "|" + "---|" * len(BENCH_HEADERS)]
+    for r in rows:
+        cells = bench_cells(r)
+        if r["provider"] == "kwb":
+            cells = [f"**{c}**" if c else c for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """The kernel beside its baselines at each op's largest size, a row per (op, dtype):
+    (header, rows of cells)."""
+    by_key: "OrderedDict[tuple, dict]" = OrderedDict()
+    for r in rows:
+        if r["method"] == "cuda_graph" or r.get("median_us") is None:
+            continue
+        by_key.setdefault((r["kernel"], r["op"], r["dtype"]), {}).setdefault(r["numel"], {})[r["provider"]] = r
+    providers = list(OrderedDict.fromkeys(p for sizes in by_key.values() for per in sizes.values() for p in per))
+    head = ["op", "dtype", "size"] + providers + ["kwb % of copy", "× eager", "× compile"]
+    body = []
+    for (kernel, op, dtype), sizes in by_key.items():
+        largest = sizes[max(sizes)]
+        k = largest.get("kwb", {})
+        cells = [op, dtype, size_text(next(iter(largest.values()))["shape"])]
+        cells += [f"{largest[p]['median_us']:.1f} us" if p in largest else "" for p in providers]
+        cells += [_fmt(k.get("pct_of_ceiling"), ".1f"), _fmt(k.get("speedup_vs_eager"), ".2f"), _fmt(k.get("speedup_vs_compile"), ".2f")]
+        body.append(cells)
+    return head, body
+
+
+def headline_markdown(rows: list[dict]) -> str:
+    head, body = headline(rows)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines) + "\n"
+
+
+def headline_table(rows: list[dict], title: str = ""):
+    from rich.table import Table
+
+    head, body = headline(rows)
+    table = Table(title=title, title_justify="left")
+    for h in head:
+        table.add_column(h, justify="left" if h in ("op", "dtype", "size") else "right")
+    for cells in body:
+        table.add_row(*cells)
+    return table

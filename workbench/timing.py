@@ -1,0 +1,191 @@
+"""How long does one call take? Timers, sample counts and statistics.
+
+The method (DESIGN.md "Measuring", after triton.testing.do_bench):
+  - the first call alone, then a few to estimate the time per call, then warm-up calls for
+    WARMUP_S (module load, autotuning, allocator growth stay out of the numbers);
+  - one sample per call, each preceded by a cache flush: on CUDA, a write over a buffer twice
+    the L2's size between CUDA events; on the CPU, the same over twice the last-level cache,
+    outside perf_counter's window;
+  - as many samples as fit a time budget (at least MIN_SAMPLES, at most MAX_SAMPLES); when the
+    spread p20-p80 is wide, more, up to MAX_SAMPLES;
+  - the median with the 20th and 80th percentiles (linear interpolation between samples, as
+    numpy.percentile and torch.quantile do).
+For calls under ~10 us, launch overhead dominates events; graph_call() captures many calls in
+one CUDA graph (over enough copies of the inputs that the L2 cannot hold them) and its replays
+are timed instead (method "cuda_graph").
+
+A Timer is anything with `method` and `samples(fn, n) -> [seconds]`, so the statistics can be
+tested with a synthetic one.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import torch
+
+MIN_SAMPLES = 10
+MAX_SAMPLES = 1000
+BUDGET_S = 0.2  # time spent on samples per measurement, before any widening
+WARMUP_S = 0.025
+SPREAD_WIDE = 0.10  # (p80 - p20) / median above this: take more samples
+GRAPH_THRESHOLD_US = 10.0  # below this median, also time CUDA-graph replays
+PROBE_CALLS = 3  # calls that estimate the time per call, after the first
+MAX_WARMUP_CALLS = 50
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Seconds per call."""
+
+    median: float
+    p20: float
+    p80: float
+    n: int
+    method: str
+
+    @property
+    def spread(self) -> float:
+        return (self.p80 - self.p20) / self.median if self.median > 0 else 0.0
+
+
+def quantile(sorted_samples: Sequence[float], q: float) -> float:
+    """The q-quantile by linear interpolation (numpy's default)."""
+    n = len(sorted_samples)
+    if n == 0:
+        raise ValueError("no samples")
+    pos = q * (n - 1)
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return sorted_samples[lo] * (1 - frac) + sorted_samples[hi] * frac
+
+
+def summarize(samples: Sequence[float], method: str) -> Stats:
+    s = sorted(samples)
+    return Stats(quantile(s, 0.5), quantile(s, 0.2), quantile(s, 0.8), len(s), method)
+
+
+class Timer(Protocol):
+    method: str
+
+    def samples(self, fn: Callable[[], object], n: int) -> list[float]:
+        """n timed calls of fn, seconds each, with the cache flushed before each."""
+
+
+class CudaEventTimer:
+    method = "cuda_events"
+
+    def __init__(self, device=None, flush: bool = True):
+        self.device = torch.device(device or "cuda")
+        self.flush_buffer = None
+        if flush:
+            l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or (50 << 20)
+            self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=self.device)
+
+    def samples(self, fn, n):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            if self.flush_buffer is not None:
+                self.flush_buffer.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize(self.device)
+        return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+
+
+def _last_level_cache_bytes() -> int:
+    for index in (3, 2):
+        path = f"/sys/devices/system/cpu/cpu0/cache/index{index}/size"
+        try:
+            text = open(path).read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
+        return int(text.rstrip("KMG")) * scale
+    return 32 << 20
+
+
+class CpuTimer:
+    method = "perf_counter"
+
+    def __init__(self, flush: bool = True):
+        self.flush_buffer = None
+        if flush:
+            size = min(max(2 * _last_level_cache_bytes(), 8 << 20), 256 << 20)
+            self.flush_buffer = torch.empty(size // 4, dtype=torch.int32)
+
+    def samples(self, fn, n):
+        out = []
+        for _ in range(n):
+            if self.flush_buffer is not None:
+                self.flush_buffer.zero_()
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out
+
+
+def timer_for(device: str) -> Timer:
+    return CudaEventTimer() if device == "cuda" else CpuTimer()
+
+
+def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, min_samples: int = MIN_SAMPLES,
+            max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0) -> Stats:
+    """Time fn with timer; per_call divides every sample (a graph replay of k calls: k)."""
+    timer.samples(fn, 1)  # the first call: compilation, allocator growth; discarded
+    estimate = sorted(timer.samples(fn, PROBE_CALLS))[PROBE_CALLS // 2]
+    warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
+    if warm:
+        timer.samples(fn, warm)
+    n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
+    samples = timer.samples(fn, n)
+    stats = summarize(samples, timer.method)
+    while stats.spread > SPREAD_WIDE and len(samples) < max_samples:
+        samples += timer.samples(fn, min(len(samples), max_samples - len(samples)))
+        stats = summarize(samples, timer.method)
+    if per_call != 1.0:
+        samples = [s / per_call for s in samples]
+        stats = summarize(samples, timer.method)
+    return stats
+
+
+def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
+    """One CUDA graph holding every call in `calls`, returned as a function that replays it.
+
+    The calls are warmed up on a side stream first, as capture requires; the graph owns the
+    memory its calls allocate."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls[: min(3, len(calls))]:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for c in calls:
+            c()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+def copy_ceiling(device: str, timer: Timer | None = None) -> float:
+    """Bytes per second of a large device-to-device (or RAM-to-RAM) copy, counting bytes read
+    plus bytes written: the bandwidth a memory-bound kernel can hope for on this machine."""
+    timer = timer or timer_for(device)
+    # 1 GiB each way on a GPU (20x the H100's L2); 128 MiB on the CPU.
+    n = (1 << 28) if device == "cuda" else (1 << 25)
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    stats = measure(lambda: dst.copy_(src), timer, budget_s=0.3 if device == "cuda" else 1.0,
+                    min_samples=10 if device == "cuda" else 5)
+    del src, dst
+    return 2 * n * 4 / stats.median
+
+
+def cpu_threads() -> int:
+    return torch.get_num_threads() or os.cpu_count() or 1
