@@ -11,7 +11,7 @@ def kwb(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("sub", [[], ["list"], ["build"], ["doctor"]])
+@pytest.mark.parametrize("sub", [[], ["list"], ["build"], ["doctor"], ["check"], ["bench"], ["run"]])
 def test_help_says_what_each_command_does(sub):
     res = kwb(*sub, "--help")
     assert res.returncode == 0 and "Usage:" in res.stdout

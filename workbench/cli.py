@@ -1,17 +1,19 @@
-"""The `kwb` command: list, build and diagnose kernels from the shell.
+"""The `kwb` command: build, check, time and diagnose kernels from the shell.
 
 Exit codes: 0 success, 1 a build or check failed, 2 bad usage (click's convention).
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# In a log (no terminal), rich would wrap tables at 80 columns; 160 keeps a row on a line.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 DEVICES = click.Choice(["cpu", "cuda"])
 
@@ -96,6 +98,200 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         out.print(f"[green]✓[/] {name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
     if failed:
         err.print(f"{len(failed)} of {len(targets)} failed: {', '.join(failed)}")
+        sys.exit(1)
+
+
+def _parse_dim(text: str) -> int:
+    text = text.strip()
+    if "^" in text:
+        base, exp = text.split("^", 1)
+        return int(base) ** int(exp)
+    return int(text)
+
+
+def parse_sizes(values: tuple[str, ...]) -> list[tuple[int, ...]] | None:
+    """'2^20,2^24' and '4096x4096' (commas or repeats) -> [(1048576,), (16777216,), (4096, 4096)]."""
+    sizes = []
+    for value in values:
+        for item in value.replace(" ", ",").split(","):
+            if not item:
+                continue
+            try:
+                dims = tuple(_parse_dim(d) for d in item.lower().split("x"))
+            except ValueError:
+                raise click.BadParameter(f"{item!r} is not a size: use numbers, 2^k, and AxB for shapes (e.g. 2^20,4096x4096)",
+                                         param_hint="--sizes") from None
+            if any(d < 0 for d in dims):
+                raise click.BadParameter(f"{item!r} has a negative dimension", param_hint="--sizes")
+            sizes.append(dims)
+    return sizes or None
+
+
+def parse_dtypes(values: tuple[str, ...]) -> list | None:
+    from .correctness import parse_dtype
+
+    names = [n for v in values for n in v.replace(" ", ",").split(",") if n]
+    try:
+        return [parse_dtype(n) for n in names] or None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--dtype") from None
+
+
+def _gpu_device(device: str | None) -> str | None:
+    """--device as given; 'cuda' without a visible GPU is a usage error (checks and timings run kernels)."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise click.UsageError("--device cuda: no GPU is visible, so CUDA kernels cannot run here (leave --device out for the CPU)")
+    return device
+
+
+def _targets(names: tuple[str, ...]) -> list[str]:
+    from . import sources
+
+    return list(names) or sources.builtin_names()
+
+
+def _timing_options(f):
+    """--sizes, --sweep and --baselines, shared by `kwb bench` and `kwb run`."""
+    f = click.option("--baselines", default="eager,compile,vendor", show_default=True,
+                     help="Baselines to time beside kwb: eager, compile, vendor (where the spec has one), or none.")(f)
+    f = click.option("--sweep", is_flag=True, help="Time the spec's longer sweep of sizes.")(f)
+    return click.option("--sizes", multiple=True, metavar="LIST",
+                        help="Sizes to time, e.g. 2^20,2^26 or 4096x4096 (default: the spec's).")(f)
+
+
+def _timing_args(sizes, sweep: bool, baselines: str):
+    """The parsed --sizes and --baselines, or a usage error naming the option."""
+    from .benchmark import parse_baselines
+
+    size_list = parse_sizes(sizes)
+    if sweep and size_list:
+        raise click.UsageError("give --sizes or --sweep, not both")
+    try:
+        return size_list, parse_baselines(baselines)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--baselines") from None
+
+
+_dtype_option = click.option("--dtype", "dtypes", multiple=True, metavar="LIST",
+                             help="Only these dtypes, e.g. float32,bf16 (default: every dtype the kernel supports on the device).")
+_device_option = click.option("--device", type=DEVICES, default=None, help="cpu or cuda (default: cuda with a GPU, else cpu).")
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@_device_option
+@_dtype_option
+@click.option("--seed", type=int, default=None, help="Seed of the random inputs (printed by every check, to repeat a failure).")
+@click.option("--no-backward", is_flag=True, help="Check forward outputs only, not gradients.")
+@click.option("-v", "--verbose", is_flag=True, help="A row per shape, not per op and dtype.")
+def check(names, device, dtypes, seed, no_backward, verbose) -> None:
+    """Check kernels (default: every shipped one) against their spec.py references.
+
+    Every op, dtype and awkward shape (empty, 1, 37, 199, 760, 1128, ...), fresh random inputs
+    with the seed printed, outputs poisoned with NaN so an unwritten element fails, gradients
+    against autograd of the reference. Exit code 1 if any case fails."""
+    from . import correctness as checking
+    from .errors import KwbError
+    from .render import check_table, failure_lines
+
+    device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
+    failed = False
+    for name in _targets(names):
+        try:
+            report = checking.check(name, device=device, dtypes=dtype_list, seed=seed, backward=not no_backward)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except KwbError as e:
+            err.print(f"[red]✗[/] {name}: {e}", soft_wrap=True)
+            failed = True
+            continue
+        out.print(check_table(report, verbose))
+        for line in failure_lines(report):
+            out.print(f"[red]FAIL[/] {line}", soft_wrap=True)
+        for note in report.notes:
+            out.print(f"note: {note}", soft_wrap=True)
+        failed = failed or not report.passed
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@_device_option
+@_dtype_option
+@_timing_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Append the rows to OUT/<device>/bench.csv (e.g. --out benchmarks/results).")
+@click.option("--no-graphs", is_flag=True, help="Skip CUDA-graph timings of sizes under ~10 us.")
+def bench(names, device, dtypes, sizes, sweep, baselines, out_dir: Path | None, no_graphs) -> None:
+    """Time kernels (default: every shipped one) beside eager PyTorch and torch.compile.
+
+    CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
+    p20/p80, GB/s from the spec's bytes model as a share of the copy ceiling measured in this
+    run, and the speedup over each baseline. Each provider is validated before it is timed."""
+    from . import benchmark as benching
+    from .correctness import kernel_and_device
+    from .errors import KwbError
+    from .render import bench_header, bench_table
+
+    device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
+    size_list, chosen = _timing_args(sizes, sweep, baselines)
+    session, failed = None, False
+    for name in _targets(names):
+        try:
+            kernel, dev = kernel_and_device(name, device)
+            session = session or benching.new_session(dev)
+            report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
+                                    graphs=not no_graphs, session=session)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except KwbError as e:
+            err.print(f"[red]✗[/] {name}: {e}", soft_wrap=True)
+            failed = True
+            continue
+        out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
+        if out_dir is not None:
+            path = report.save(out_dir)
+            out.print(f"appended {len(report.rows)} rows to {path}")
+        failed = failed or any(r["provider"] == "kwb" and r["status"] != "ok" for r in report.rows)
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("names", nargs=-1)
+@_device_option
+@_dtype_option
+@_timing_options
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kwb-report"), show_default=True,
+              help="Results root: the report goes to OUT/<device>/ (index.md, CSVs, plots, build.log).")
+@click.option("--seed", type=int, default=None, help="Seed of the random inputs.")
+def run(names, device, dtypes, sizes, sweep, baselines, out_dir: Path, seed) -> None:
+    """The main job: build every kernel (or NAMES), check each, time each against eager
+    PyTorch and torch.compile, and write a report folder with tables, plots and CSVs.
+
+    With no GPU, all of it runs on the CPU (and the report says so). Exit code 1 if a build or
+    a check fails."""
+    from .errors import KwbError
+    from .runner import run as run_all
+
+    dtype_list = parse_dtypes(dtypes)
+    size_list, chosen = _timing_args(sizes, sweep, baselines)
+    try:
+        result = run_all(names, device=_gpu_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
+                         baselines=chosen, seed=seed, console=err)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    except KwbError as e:
+        err.print(f"[red]kwb run: {e}[/]", soft_wrap=True)
+        sys.exit(1)
+    err.print(f"report: {result.index}")
+    if result.failures:
+        for f in result.failures:
+            err.print(f"[red]✗[/] {f}", soft_wrap=True)
         sys.exit(1)
 
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One GPU session's work: install kwb, `kwb run` (build, check, time every kernel; the report
+# goes to benchmarks/results/<device>/), then the tests. Everything is also copied under $OUT
+# (the device tool's output folder; default ./gpu-out) as one archive, since the report holds
+# more files than come back one by one.
+#
+#   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [pytest args]
+#
+# With no pytest args it runs the GPU tests (-m "cuda or nvcc"); pass e.g. `tests` for all.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-gpu-out}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+
+pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
+python -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())' | tee "$out/env.txt"
+nvcc --version | tail -2 | tee -a "$out/env.txt"
+
+kwb run --out benchmarks/results 2>&1 | tee "$out/kwb_run.log"
+echo "kwb run exit: ${PIPESTATUS[0]}" | tee -a "$out/kwb_run.log"
+
+if [ "$#" -eq 0 ]; then set -- -m "cuda or nvcc"; fi
+python -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$out/pytest.txt"
+echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$out/pytest.txt"
+
+tar -czf "$out/results.tar.gz" benchmarks/results
+ls -la "$out"

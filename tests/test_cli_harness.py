@@ -1,0 +1,89 @@
+"""`kwb check`, `kwb bench` and `kwb run` as a user runs them, in fresh processes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench import results
+
+FAULTS = str(Path(__file__).parent / "fixtures" / "planted_faults")
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # the same run on any machine: a GPU machine hides its GPU
+
+
+def kwb(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
+    res = kwb("run", "--out", str(tmp_path), env=NO_GPU)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "No GPU on this machine" in res.stderr
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert folder.name.startswith("cpu-")
+    index = (folder / "index.md").read_text()
+    assert "No GPU on this machine" in index.splitlines()[2]
+    for section in ("## Summary", "## Speed at each op's largest size", "## Plots", "## Correctness", "## Every timing"):
+        assert section in index
+    bench = results.read(folder / "bench.csv")
+    ops = {r["op"] for r in bench}
+    assert ops == {"relu_scale", "relu_scale_backward", "vector_add"}
+    for op in ops:
+        assert {r["provider"] for r in bench if r["op"] == op} == {"kwb", "eager", "torch.compile"}
+    assert all(r["status"] == "ok" and r["median_us"] > 0 for r in bench)
+    assert len({r["run_id"] for r in bench}) == 1
+    checks = results.read(folder / "check.csv")
+    assert checks and all(r["passed"] for r in checks)
+    assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}
+    pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
+    assert pngs == ["check_errors.png", "latency_relu_scale.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
+    assert all(f"plots/{name}" in index for name in pngs)
+    assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
+
+
+def test_kwb_run_exits_1_when_a_check_fails_and_still_writes_the_report(tmp_path):
+    res = kwb("run", FAULTS, "--device", "cpu", "--dtype", "float32", "--sizes", "1001", "--baselines", "none", "--out", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "check of planted_faults" in res.stderr and "cases failed" in res.stderr
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    index = (folder / "index.md").read_text()
+    assert "FAIL" in index and "[36]: got nan" in index
+    wrong = [r for r in results.read(folder / "bench.csv") if r["status"] != "ok"]
+    assert {r["op"] for r in wrong} == {"skip_last", "odd_tail", "bf16_inside", "nan_at_middle", "wrong_dtype"}
+
+
+def test_kwb_check_shows_the_first_mismatch_and_the_seed(tmp_path):
+    res = kwb("check", FAULTS, "--device", "cpu", "--dtype", "fp32", "--seed", "42")
+    assert res.returncode == 1
+    assert "FAIL planted_faults.skip_last output, float32, shape [37]" in res.stdout and "[36]: got nan" in res.stdout
+    assert "seed 42" in res.stdout
+    ok = kwb("check", "vector_add", "--device", "cpu", "--dtype", "float64")
+    assert ok.returncode == 0 and "9/9 pass" in ok.stdout and "grad a" in ok.stdout
+
+
+def test_kwb_bench_appends_to_the_devices_csv(tmp_path):
+    res = kwb("bench", "relu_scale", "--device", "cpu", "--dtype", "float32", "--sizes", "2^10,1000", "--baselines", "eager",
+              "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    [csv_path] = list(tmp_path.glob("*/bench.csv"))
+    rows = results.read(csv_path)
+    assert {(r["op"], r["provider"], r["numel"]) for r in rows} == {
+        (op, p, n) for op in ("relu_scale", "relu_scale_backward") for p in ("kwb", "eager") for n in (1024, 1000)}
+    assert "appended 8 rows" in res.stdout
+
+
+def test_bad_usage_exits_2_naming_the_option(tmp_path):
+    cases = [
+        (["check", "relu_scale", "--device", "cpu", "--dtype", "bf16"], "dtypes: relu_scale on cpu supports float32, float64"),
+        (["check", "--dtype", "int4"], "dtype 'int4' is not one of"),
+        (["bench", "relu_scale", "--sizes", "big"], "--sizes"),
+        (["bench", "relu_scale", "--baselines", "numpy"], "--baselines"),
+        (["bench", "relu_scale", "--sizes", "2^10", "--sweep"], "not both"),
+        (["run", "--device", "cuda"], "no GPU is visible"),
+    ]
+    for args, message in cases:
+        res = kwb(*args, env=NO_GPU)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert message in res.stderr, (args, res.stderr)

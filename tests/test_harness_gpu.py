@@ -1,0 +1,82 @@
+"""The harness on a GPU: poisoning catches an unwritten element of a CUDA kernel, CUDA events
+and CUDA-graph timings come out, and `kwb run` leaves the GPU report."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench import benchmark, results, timing
+from workbench.spec import randn
+
+pytestmark = pytest.mark.cuda
+
+# y = 2x, except that the last element is never written (the classic `i < n - 1` slip).
+SKIP_LAST_CUDA = """
+__global__ void twice_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n - 1) y[i] = 2.0f * x[i];
+}
+void twice_launch(const float* x, float* y, int64_t n, cudaStream_t s) {
+  if (n) twice_kernel<<<(n + 255) / 256, 256, 0, s>>>(x, y, n);
+}"""
+TWICE_CPP = """
+void twice_launch(const float* x, float* y, int64_t n, cudaStream_t s);
+at::Tensor twice(const at::Tensor& x) {
+  at::Tensor y = at::empty_like(x);
+  twice_launch(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), kwb::current_stream(x));
+  return y;
+}"""
+
+
+def test_an_unwritten_element_of_a_cuda_kernel_is_caught():
+    k = wb.load_inline("skip_last_gpu", cuda=SKIP_LAST_CUDA, cpp=TWICE_CPP, functions=["twice"])
+    report = wb.check(k.twice, lambda x: x * 2, inputs=lambda s, d, dev, g: (randn(s, d, dev, g),),
+                      device="cuda", dtypes=["float32"], seed=3)
+    failed = {c.shape for c in report.failures}
+    assert (1128,) in failed and (1,) in failed and (0,) not in failed
+    case = next(c for c in report.failures if c.shape == (1128,))
+    mismatch = case.comparisons[0].first_mismatches[0]
+    assert mismatch.index == (1127,) and mismatch.out != mismatch.out  # NaN: the poison, not a lucky value
+
+
+def test_cuda_events_time_every_provider_and_small_sizes_also_get_graph_replays():
+    session = benchmark.new_session("cuda")
+    assert 500e9 < session.ceiling < 20e12  # a measured HBM copy, in bytes per second
+    report = wb.bench("relu_scale", device="cuda", ops=["relu_scale"], dtypes=["float32"], sizes=[(1 << 12,), (1 << 24,)],
+                      session=session, seed=1)
+    assert report.ok, report.rows
+    small = {(r["provider"], r["method"]) for r in report.rows if r["numel"] == 1 << 12}
+    assert small == {(p, m) for p in ("kwb", "eager", "torch.compile") for m in ("cuda_events", "cuda_graph")}
+    big = {r["method"] for r in report.rows if r["numel"] == 1 << 24}
+    assert big == {"cuda_events"}  # ~60 us: no graph needed
+    for r in report.rows:
+        assert r["samples"] >= 10 and r["p20_us"] <= r["median_us"] <= r["p80_us"]
+        assert r["device_name"] == torch.cuda.get_device_name() and r["cuda"] == torch.version.cuda
+    graph_kwb = next(r for r in report.rows if r["provider"] == "kwb" and r["method"] == "cuda_graph")
+    assert graph_kwb["speedup_vs_eager"] is not None  # speedups compare within one method
+
+
+def test_the_event_timer_flushes_twice_the_l2():
+    t = timing.CudaEventTimer()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert t.flush_buffer.numel() * 4 == 2 * l2
+    samples = t.samples(lambda: torch.empty(1 << 20, device="cuda").fill_(1.0), 5)
+    assert len(samples) == 5 and all(s > 0 for s in samples)
+
+
+def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "relu_scale", "--dtype", "bf16", "--sizes", "2^12,2^20",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "No GPU" not in res.stderr
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert folder.name == results.environment("cuda").slug
+    rows = results.read(folder / "bench.csv")
+    assert {r["device"] for r in rows} == {"cuda"} and all(r["status"] == "ok" for r in rows)
+    assert {r["method"] for r in rows} == {"cuda_events", "cuda_graph"}
+    assert (folder / "plots" / "latency_relu_scale.png").stat().st_size > 5000

@@ -1,0 +1,102 @@
+"""The report folder `kwb run` leaves behind, written from the CSVs of the run:
+
+    <out>/<device slug>/
+      index.md            the page to read: machine, verdicts, speed tables, plots, checks
+      bench.csv           timings (appended run after run; this run's rows share one run_id)
+      check.csv           every compared output       check_errors.csv   their error histograms
+      build.log           this run's builds: compiler output, or where the cached build came from
+      plots/*.png, *.svg  latency per kernel, % of the copy ceiling, speedup, check errors
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import plots, results
+from .fsutil import atomic_write_text
+from .render import bench_markdown, check_markdown, headline_markdown
+
+
+@dataclass
+class BuildRecord:
+    name: str
+    device: str
+    ok: bool
+    compiled: bool = False
+    seconds: float = 0.0
+    library: str = ""
+    log_path: str = ""
+    error: str = ""
+    ops: list[str] = field(default_factory=list)
+
+
+def write_build_log(path: Path, builds: list[BuildRecord]) -> None:
+    parts = []
+    for b in builds:
+        head = f"==== {b.name} ({b.device}): "
+        if not b.ok:
+            parts.append(head + f"FAILED\n{b.error}\n")
+            continue
+        if not b.compiled:
+            parts.append(head + f"cached, not rebuilt: {b.library}\n")
+            continue
+        try:
+            text = Path(b.log_path).read_text(errors="replace")
+        except OSError:
+            text = f"(the log {b.log_path} could not be read)"
+        parts.append(head + f"built in {b.seconds:.1f} s: {b.library}\n{text}\n")
+    atomic_write_text(path, "\n".join(parts))
+
+
+def write_index(folder: Path, env: results.Environment, command: str, notice: str, builds: list[BuildRecord],
+                checks: list, bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None) -> Path:
+    lines = [f"# kwb run: {env.device_name}", ""]
+    if notice:
+        lines += [f"> **{notice}**", ""]
+    ceiling = f"; copy ceiling {ceiling_gbps:.0f} GB/s, measured in this run" if ceiling_gbps else ""
+    lines += [f"torch {env.torch}, CUDA {env.cuda}, kwb {env.kwb_version}, {env.timestamp}{ceiling}.  ",
+              f"Command: `{command}`; run id `{env.run_id}`.", ""]
+
+    lines += ["## Summary", "", "| kernel | build | check | timed rows |", "|---|---|---|---|"]
+    by_kernel = {c.target: c for c in checks}
+    for b in builds:
+        build = ("built in %.1f s" % b.seconds if b.compiled else "cached") if b.ok else "**FAILED**"
+        c = by_kernel.get(b.name)
+        check = "-" if c is None else (f"{len(c.cases)} cases pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
+        timed = sum(1 for r in bench_rows if r["kernel"] == b.name and r.get("median_us") is not None)
+        lines.append(f"| {b.name} | {build} | {check} | {timed} |")
+    lines.append("")
+
+    if bench_rows:
+        lines += ["## Speed at each op's largest size", "",
+                  "Median time per call; % of the measured copy ceiling from the op's bytes model; "
+                  "× = how many times faster kwb is than the baseline.", "", headline_markdown(bench_rows)]
+    if plot_paths:
+        lines += ["## Plots", ""]
+        for p in plot_paths:
+            if p.suffix == ".png":
+                lines += [f"![{p.stem}](plots/{p.name})", ""]
+    for b in builds:
+        if not b.ok:
+            lines += [f"## Build of {b.name} failed", "", "```", b.error, "```", ""]
+    if checks:
+        lines += ["## Correctness", "",
+                  "Against the float64 reference, outputs poisoned with NaN before each run; errors are the worst over the shapes.", ""]
+        for c in checks:
+            lines += [check_markdown(c), ""]
+    if bench_rows:
+        lines += ["## Every timing", "", bench_markdown(bench_rows), ""]
+    lines += ["## Files", "", "- `bench.csv`, `check.csv`, `check_errors.csv`: every run appends; this run's rows carry its run id",
+              "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`", ""]
+    path = folder / "index.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path
+
+
+def write_plots(folder: Path, run_id: str) -> list[Path]:
+    """The run's figures, drawn from what the run wrote to the CSVs."""
+    def rows_of(name: str) -> list[dict]:
+        path = folder / name
+        return [r for r in results.read(path) if r["run_id"] == run_id] if path.exists() else []
+
+    return plots.plot_all(rows_of("bench.csv"), rows_of("check_errors.csv"), folder / "plots")

@@ -1,0 +1,141 @@
+"""`kwb run`: build every kernel, check each, time each against eager PyTorch and
+torch.compile, and leave a report folder (workbench.report) to read.
+
+With no GPU it does all of this on the CPU and says so first. The result's exit code is 1
+when a build or a check failed (or the kernel's own output was wrong at a timed size), else 0.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import report as report_files
+from . import results
+from .errors import KwbError
+
+CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
+              "CUDA code is not compiled; `kwb build --all --device cuda` compiles it without a GPU. "
+              "CPU timings include the caches: a size that fits in the last-level cache can pass the copy ceiling.")
+
+
+@dataclass
+class RunResult:
+    folder: Path
+    index: Path | None = None
+    builds: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    bench_rows: list = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[str]:
+        out = [f"build of {b.name} failed" for b in self.builds if not b.ok]
+        out += [f"check of {c.target}: {len(c.failures)} cases failed" for c in self.checks if not c.passed]
+        out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in self.bench_rows
+                if r["provider"] == "kwb" and r["status"] != "ok"]
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures else 0
+
+
+def _progress(console):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=False)
+
+
+def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,
+        seed: int | None = None, console=None, command: str | None = None) -> RunResult:
+    import torch
+    from rich.console import Console
+
+    from . import benchmark as benching
+    from . import correctness as checking
+    from .loader import load, resolve_device
+    from .render import check_table, failure_lines, headline_table
+    from .report import BuildRecord
+    from .sources import builtin_names
+
+    console = console or Console(stderr=True, highlight=False)
+    names = list(names) if names else builtin_names()
+    notice = ""
+    if device is None and not torch.cuda.is_available():
+        device, notice = "cpu", CPU_NOTICE
+    device = resolve_device(device, "kernels")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise KwbError("--device cuda: no GPU is visible, so CUDA kernels cannot be checked or timed here; "
+                       "leave --device out to run the CPU implementations")
+    env = results.environment(device)
+    folder = Path(out) / env.slug
+    result = RunResult(folder)
+    if notice:
+        console.print(f"[bold yellow]{notice}[/]")
+    console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
+
+    kernels = []
+    for i, name in enumerate(names, 1):
+        console.print(f"[{i}/{len(names)}] building {name} ({device})")
+        t0 = time.monotonic()
+        try:
+            k = load(name, device=device)
+        except KwbError as e:
+            result.builds.append(BuildRecord(name, device, ok=False, error=str(e)))
+            console.print(f"  [red]✗ {name}[/]: {e}")
+            continue
+        m = k.build.manifest
+        result.builds.append(BuildRecord(k.name, k.device, True, k.build.compiled, m.get("build_seconds", time.monotonic() - t0),
+                                         str(k.library_path), m.get("build_log", ""), ops=k.ops))
+        how = f"built in {m.get('build_seconds', 0):.1f} s" if k.build.compiled else "cached"
+        console.print(f"  [green]✓[/] {k.name}: {how}; ops: {', '.join(k.ops)}")
+        kernels.append(k)
+
+    with_spec = []
+    for k in kernels:
+        if k.spec is None or not hasattr(k.spec, "SPEC"):
+            console.print(f"  {k.name}: no spec.py, so it is built but not checked or timed")
+        else:
+            with_spec.append(k)
+
+    seed = checking.new_seed() if seed is None else seed
+    with _progress(console) as progress:
+        total = sum(checking.count_cases(k, device, dtypes=dtypes) for k in with_spec)
+        task = progress.add_task("checking", total=total)
+        for k in with_spec:
+            progress.update(task, description=f"checking {k.name}")
+            result.checks.append(checking.check(k, device=device, dtypes=dtypes, seed=seed,
+                                                progress=lambda: progress.advance(task)))
+    for c in result.checks:
+        console.print(check_table(c))
+        for line in failure_lines(c):
+            console.print(f"[red]FAIL[/] {line}", soft_wrap=True)
+
+    session = benching.new_session(device, env)
+    with _progress(console) as progress:
+        total = sum(benching.count_measurements(k, device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines) for k in with_spec)
+        task = progress.add_task("timing", total=total)
+        for k in with_spec:
+            progress.update(task, description=f"timing {k.name}")
+            rep = benching.bench(k, device=device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines, seed=seed,
+                                 session=session, progress=lambda: progress.advance(task))
+            result.bench_rows += rep.rows
+
+    env_cols = env.columns()
+    if result.checks:
+        results.append(folder / "check.csv", [{**r, **env_cols} for c in result.checks for r in c.rows()])
+        results.append(folder / "check_errors.csv", [{**r, **env_cols} for c in result.checks for r in c.error_histograms()])
+    if result.bench_rows:
+        results.append(folder / "bench.csv", result.bench_rows)
+    report_files.write_build_log(folder / "build.log", result.builds)
+    plot_paths = report_files.write_plots(folder, env.run_id)
+    command = command or "kwb run " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
+                                            plot_paths, session.ceiling / 1e9)
+    if result.bench_rows:
+        console.print(headline_table(result.bench_rows, title=f"Speed at each op's largest size ({env.title()}; "
+                                                              f"copy ceiling {session.ceiling / 1e9:.0f} GB/s)"))
+    return result
