@@ -19,6 +19,10 @@ nvcc --version | tail -2 | tee -a "$out/env.txt"
 
 kwb run --out benchmarks/results 2>&1 | tee "$out/kwb_run.log"
 echo "kwb run exit: ${PIPESTATUS[0]}" | tee -a "$out/kwb_run.log"
+tar -czf "$out/results.tar.gz" benchmarks/results  # now, in case the tests outrun the call
+# One OpenMP runtime in the process: the extension's libgomp must be the one torch loads.
+lib=$(ls -t "${TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}"/*/kwb_relu_scale/*.so 2>/dev/null | head -1)
+[ -n "$lib" ] && { echo "$lib"; ldd "$lib" | grep -i omp; ldd "$(python -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')" | grep -i omp; } | tee -a "$out/env.txt"
 
 if [ "$#" -eq 0 ]; then set -- -m "cuda or nvcc"; fi
 python -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$out/pytest.txt"
