@@ -13,11 +13,13 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 
-pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
+# python -m: the machine's `pip` and `kwb` may belong to another interpreter than the one
+# holding torch (seen on the GPU machine: kwb's script ran a python without click).
+python -m pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
 python -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())' | tee "$out/env.txt"
 nvcc --version | tail -2 | tee -a "$out/env.txt"
 
-kwb run --out benchmarks/results 2>&1 | tee "$out/kwb_run.log"
+python -m workbench.cli run --out benchmarks/results 2>&1 | tee "$out/kwb_run.log"
 echo "kwb run exit: ${PIPESTATUS[0]}" | tee -a "$out/kwb_run.log"
 tar -czf "$out/results.tar.gz" benchmarks/results  # now, in case the tests outrun the call
 # One OpenMP runtime in the process: the extension's libgomp must be the one torch loads.

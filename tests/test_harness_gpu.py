@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -67,6 +68,21 @@ def test_the_event_timer_flushes_twice_the_l2():
     assert t.flush_buffer.numel() * 4 == 2 * l2
     samples = t.samples(lambda: torch.empty(1 << 20, device="cuda").fill_(1.0), 5)
     assert len(samples) == 5 and all(s > 0 for s in samples)
+
+
+def test_host_time_before_a_launch_stays_out_of_the_samples():
+    # 200 us of host work before a ~2 us kernel: without the spin kernel holding the GPU
+    # while samples are queued, each sample would read ~200 us (the GPU idles meanwhile).
+    x = torch.ones(1024, device="cuda")
+
+    def slow_host_then_tiny_kernel():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 200e-6:
+            pass
+        x.add_(1.0)
+
+    samples = timing.CudaEventTimer().samples(slow_host_then_tiny_kernel, 64)
+    assert sorted(samples)[32] < 50e-6, sorted(samples)[32]
 
 
 def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
