@@ -81,8 +81,10 @@ def test_host_time_before_a_launch_stays_out_of_the_samples():
             pass
         x.add_(1.0)
 
-    samples = timing.CudaEventTimer().samples(slow_host_then_tiny_kernel, 64)
-    assert sorted(samples)[32] < 50e-6, sorted(samples)[32]
+    timer = timing.CudaEventTimer()
+    timer.samples(slow_host_then_tiny_kernel, 3)  # as measure() does: a short first batch, discarded
+    samples = timer.samples(slow_host_then_tiny_kernel, 64)
+    assert sorted(samples)[51] < 50e-6, sorted(samples)  # p80: without the hold, all would be ~200 us
 
 
 def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
