@@ -142,7 +142,7 @@ def speedup(rows: list[dict]) -> Figure:
     kwb = [r for r in _timed(rows) if r["provider"] == "kwb" and r["method"] != "cuda_graph"]
     if not kwb:
         raise ValueError("no kwb rows to plot speedups for")
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    fig = Figure(figsize=(12, 4.2), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     for ax, column, name in ((axes[0], "speedup_vs_eager", "eager PyTorch"), (axes[1], "speedup_vs_compile", "torch.compile")):
         ops = list(OrderedDict.fromkeys(r["op"] for r in kwb))
@@ -156,8 +156,11 @@ def speedup(rows: list[dict]) -> Figure:
         ax.set_xlabel("elements")
         ax.set_title(f"over {name}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        if ax.has_data():
-            ax.legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels() if axes[0].has_data() else axes[1].get_legend_handles_labels()
+    try:  # one legend, off the data ("outside" placement: matplotlib 3.7+)
+        fig.legend(handles, labels, loc="outside right center", fontsize=7)
+    except ValueError:
+        fig.legend(handles, labels, loc="center right", fontsize=7)
     axes[0].set_ylabel("speedup (baseline time / kwb time)")
     fig.suptitle(f"kwb speedup\n{env_title(kwb)}", fontsize=10)
     return fig
@@ -196,7 +199,7 @@ def check_errors(source) -> Figure:
         ax.set_ylabel("share of elements")
         ax.set_ylim(0, 1.05)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center")
     fig.suptitle(f"Check: relative error against the float64 reference\n{title}", fontsize=10)
     return fig
 
