@@ -58,6 +58,32 @@ def test_a_function_of_your_own_is_timed_beside_its_reference(session):
     assert kwb_row["gbps"] == pytest.approx(2 * 40_000 / (kwb_row["median_us"] * 1e-6) / 1e9)  # read x, write the output
 
 
+def test_every_output_is_validated_and_a_tolerance_pair_is_accepted(session):
+    x = torch.randn(64, 33)
+
+    def mean_std(t):
+        return t.mean(-1), t.std(-1)
+
+    def wrong_second(t):
+        return t.mean(-1), t.std(-1) + 1
+
+    report = wb.bench(wrong_second, mean_std, inputs=(x,), tolerance=(1e-5, 1e-5), baselines="eager", session=session)
+    by = {r["provider"]: r for r in report.rows}
+    assert by["kwb"]["status"].startswith("wrong result, not timed: output[1]")
+    assert by["eager"]["status"] == "ok" and report.failures == [by["kwb"]]
+
+
+def test_a_spec_that_cannot_set_up_a_size_fails_those_rows_only(session, monkeypatch):
+    k = wb.load("relu_scale", device="cpu")
+    op = k.spec.SPEC.op("relu_scale")
+    real = op.make_inputs
+    monkeypatch.setattr(op, "make_inputs", lambda shape, *a: real(shape, *a) if shape != (999,) else 1 / 0)
+    report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(999,), (1000,)], baselines="eager", session=session)
+    statuses = {(r["numel"], r["provider"]): r["status"] for r in report.rows}
+    assert statuses[(999, "kwb")] == "error: spec: ZeroDivisionError: division by zero"
+    assert statuses[(1000, "kwb")] == "ok" and statuses[(1000, "eager")] == "ok"
+
+
 def test_rows_save_to_the_devices_bench_csv(tmp_path, session):
     report = wb.bench("vector_add", device="cpu", dtypes=["float64"], sizes=[(512,)], baselines="eager", session=session)
     path = report.save(tmp_path)

@@ -54,6 +54,52 @@ def test_kwb_run_exits_1_when_a_check_fails_and_still_writes_the_report(tmp_path
     assert {r["op"] for r in wrong} == {"skip_last", "odd_tail", "bf16_inside", "nan_at_middle", "wrong_dtype"}
 
 
+TINY_SPEC = """
+import torch
+from workbench.spec import KernelSpec, OpSpec, randn
+
+
+def reference(x):
+    return x + 1.0
+
+
+def reference_with_branch(x):
+    if x.sum() > -1e30:  # a Python branch on tensor data: a graph break, so fullgraph fails
+        return x + 1.0
+    return x
+
+
+def make_inputs(shape, dtype, device, gen):
+    if shape == (37,) and BROKEN:
+        raise ValueError("no inputs for 37")
+    return (randn(shape, dtype, device, gen),)
+
+
+BROKEN = {broken}
+SPEC = KernelSpec(ops=[OpSpec("add_value", {reference}, make_inputs)], dtypes={{"cpu": (torch.float64,)}},
+                  bench_sizes=[(1000,)])
+"""
+
+
+def test_kwb_run_survives_a_broken_spec_and_a_failing_baseline(tmp_path):
+    from conftest import write_tiny_kernel
+
+    folder = write_tiny_kernel(tmp_path / "tiny")
+    # the baseline torch.compile cannot compile: reported in its rows, but the kernel is fine
+    (folder / "spec.py").write_text(TINY_SPEC.format(broken=False, reference="reference_with_branch"))
+    res = kwb("run", str(folder), "--device", "cpu", "--out", str(tmp_path / "a"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = results.read(next((tmp_path / "a").glob("*/bench.csv")))
+    status = {r["provider"]: r["status"] for r in rows}
+    assert status["kwb"] == "ok" and status["eager"] == "ok" and status["torch.compile"].startswith("error: ")
+    # a spec that raises for one shape: that case fails, the report is still written, exit 1
+    (folder / "spec.py").write_text(TINY_SPEC.format(broken=True, reference="reference"))
+    res = kwb("run", str(folder), "--device", "cpu", "--out", str(tmp_path / "b"))
+    assert res.returncode == 1, res.stdout + res.stderr
+    index = next((tmp_path / "b").glob("*/index.md")).read_text()
+    assert "1 of 9 FAIL" in index and "spec: ValueError: no inputs for 37" in index
+
+
 def test_kwb_check_shows_the_first_mismatch_and_the_seed(tmp_path):
     res = kwb("check", FAULTS, "--device", "cpu", "--dtype", "fp32", "--seed", "42")
     assert res.returncode == 1

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from . import results, timing
-from .correctness import (case_seed, dtype_name, first_tensor, kernel_and_device, new_seed, parse_dtype, select_dtypes,
-                    select_ops, spec_of)
+from .correctness import (case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device, new_seed,
+                          parse_dtypes, select_dtypes, select_ops, spec_of, tolerance_for)
 from .compare import compare
-from .spec import DEFAULT_TOLERANCES, Tolerance, numel, upcast
+from .spec import Tolerance, numel, upcast
 
 KWB, EAGER, COMPILE = "kwb", "eager", "torch.compile"
 BASELINES = ("eager", "compile", "vendor")
@@ -65,6 +66,16 @@ class BenchReport:
     def ok(self) -> bool:
         return all(r["status"] == "ok" for r in self.rows)
 
+    @property
+    def failures(self) -> list[dict]:
+        return kwb_failures(self.rows)
+
+
+def kwb_failures(rows: list[dict]) -> list[dict]:
+    """The kernel's own rows that did not time: a wrong result or an error (a baseline that
+    fails to compile is reported, but is not the kernel's failure)."""
+    return [r for r in rows if r["provider"] == KWB and r["status"] != "ok"]
+
     def __str__(self) -> str:
         from .render import bench_text
 
@@ -91,15 +102,23 @@ class _Session:
         # The CPU is timed with fewer samples: a 2-core machine must finish `kwb run` in minutes.
         self.limits = dict(min_samples=timing.MIN_SAMPLES, max_samples=timing.MAX_SAMPLES, budget_s=timing.BUDGET_S) \
             if device == "cuda" else dict(min_samples=5, max_samples=50, budget_s=0.1)
-        self.l2 = (getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (50 << 20)) if device == "cuda" else 0
+        self.l2 = (getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)) \
+            if device == "cuda" else 0
 
 
 def _compiled(fn: Callable) -> Callable:
-    # A fresh dynamo cache per measurement: sizes and dtypes would otherwise pile up past its
-    # recompile limit, after which it runs eager code silently. fullgraph: a graph break
-    # would time half-eager code under torch.compile's name.
-    torch._dynamo.reset()
-    return torch.compile(fn, fullgraph=True, dynamic=False)
+    """torch.compile of fn with a dynamo cache of its own. Dynamo keeps compiled code (and its
+    recompile limit of 8) on the code object it enters: every size and dtype on one function
+    would pile up there and, past the limit, silently run eager code. A copy of a small
+    wrapper's code object per measurement starts empty, and leaves everyone else's compiled
+    code alone (torch._dynamo.reset() would not). fullgraph: a graph break would time
+    half-eager code under torch.compile's name."""
+    def compiled_reference(*args):
+        return fn(*args)
+
+    code = compiled_reference.__code__.replace()  # a new object: a new cache
+    fresh = types.FunctionType(code, compiled_reference.__globals__, "compiled_reference", None, compiled_reference.__closure__)
+    return torch.compile(fresh, fullgraph=True, dynamic=False)
 
 
 def _row(kernel, op, provider, dtype, shape, method, stats, nbytes, flops, s: _Session, status="ok") -> dict:
@@ -118,46 +137,57 @@ def _row(kernel, op, provider, dtype, shape, method, stats, nbytes, flops, s: _S
     return row
 
 
-def _add_speedups(rows: list[dict]) -> None:
+def _add_speedups(rows: list[dict], vendor: str | None) -> None:
+    """Each row's speedup over each baseline timed with the same method (events or graphs)."""
     for r in rows:
         if r.get("median_us") is None:
             continue
-        for provider, column in ((EAGER, "speedup_vs_eager"), (COMPILE, "speedup_vs_compile")):
+        for provider, column in ((EAGER, "speedup_vs_eager"), (COMPILE, "speedup_vs_compile"), (vendor, "speedup_vs_vendor")):
             base = next((b for b in rows if b["provider"] == provider and b["method"] == r["method"] and b.get("median_us")), None)
             if base is not None:
                 r[column] = base["median_us"] / r["median_us"]
 
 
+def _error_rows(kernel, op, providers, dtype, shape, s: "_Session", message: str) -> list[dict]:
+    return [_row(kernel, op, p, dtype, shape, s.timer.method, None, None, None, s, status=f"error: {message}"[:300]) for p in providers]
+
+
 def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, reference: Callable, tol: Tolerance,
-               nbytes: int | None, flops: float | None, dtype, shape, s: _Session, graphs: bool, progress) -> list[dict]:
-    with torch.no_grad():
-        ref = reference(*[upcast(a) for a in args])
-        try:  # the dtype the plain PyTorch op returns, which the kernel's output must have
-            plain = reference(*args)
-            want = (plain[0] if isinstance(plain, (tuple, list)) else plain).dtype
-            del plain
-        except Exception:
-            want = None
+               nbytes: int | None, flops: float | None, dtype, shape, s: _Session, graphs: bool, progress,
+               vendor: str | None = None) -> list[dict]:
+    try:
+        with torch.no_grad():
+            refs = _as_list(reference(*[upcast(a) for a in args]))
+            try:  # the dtypes the plain PyTorch op returns, which the kernel's outputs must have
+                wants = [getattr(t, "dtype", None) for t in _as_list(reference(*args))]
+            except Exception:
+                wants = [None] * len(refs)
+    except Exception as e:
+        if progress:
+            for _ in providers:
+                progress()
+        return _error_rows(kernel, op, providers, dtype, shape, s, f"the reference raised {error_text(e)}")
     loose = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
     rows, timed = [], {}
     for provider, fn in providers.items():
         call = functools.partial(fn, *args)
         try:
             with torch.no_grad():
-                out = call()  # compiles torch.compile's code, and is the validation run
-                verdict = compare(out if not isinstance(out, (tuple, list)) else out[0],
-                                  ref if not isinstance(ref, (tuple, list)) else ref[0], tol if provider == KWB else loose,
-                                  expected_dtype=want)
-                del out
-                if not verdict.passed:
+                outs = _as_list(call())  # compiles torch.compile's code, and is the validation run
+                wrong = next((v for v in (compare(o, r, tol if provider == KWB else loose, f"output[{i}]", w)
+                                          for i, (o, r, w) in enumerate(zip(outs, refs, wants))) if not v.passed), None)
+                if len(outs) != len(refs):
+                    wrong = f"{len(outs)} outputs, the reference {len(refs)}"
+                del outs
+                if wrong is not None:
+                    reason = wrong if isinstance(wrong, str) else f"{wrong.what}: {wrong.reason}"
                     rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
-                                     status=f"wrong result, not timed: {verdict.reason}"))
+                                     status=f"wrong result, not timed: {reason}"))
                     continue
                 stats = timing.measure(call, s.timer, **s.limits)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
             rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
-                             status=f"error: {type(e).__name__}: {msg}"[:300]))
+                             status=f"error: {error_text(e)}"[:300]))
             continue
         finally:
             if progress:
@@ -167,9 +197,12 @@ def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, refer
     fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
     if graphs and s.device == "cuda" and fastest < timing.GRAPH_THRESHOLD_US:
         rows += _graph_rows(kernel, op, timed, args, nbytes, flops, dtype, shape, s)
-    _add_speedups(rows)
-    del ref
+    _add_speedups(rows, vendor)
     return rows
+
+
+def _as_list(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
 def _graph_rows(kernel, op, providers, args, nbytes, flops, dtype, shape, s: _Session) -> list[dict]:
@@ -197,29 +230,37 @@ def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Sess
     spec = spec_of(kernel)
     rows = []
     for op in select_ops(spec, ops, kernel.name):
+        vendor = op.vendor_name if "vendor" in baselines and op.vendor is not None else None
         for dtype in select_dtypes(spec, dtypes, device, kernel.name):
-            tol = op.tolerance(dtype)
             for size in [tuple(x) for x in (sizes or spec.sizes_for(device, sweep))]:
                 providers = {KWB: getattr(kernel, op.name)}
                 if "eager" in baselines:
                     providers[EAGER] = op.eager_fn
                 if "compile" in baselines:
                     providers[COMPILE] = _compiled(op.eager_fn)
-                if "vendor" in baselines and op.vendor is not None:
-                    providers[op.vendor_name] = op.vendor
+                if vendor:
+                    providers[vendor] = op.vendor
                 gen = torch.Generator().manual_seed(case_seed(seed, op.name, dtype_name(dtype), size))
-                args = op.make_inputs(size, dtype, device, gen)
-                nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
-                flops = op.flops(size, dtype) if op.flops else None
-                rows += _bench_one(kernel.name, op.name, providers, args, op.reference, tol, nbytes, flops, dtype, size, s, graphs, progress)
+                try:  # a spec that cannot set up this size fails its rows, not the run
+                    tol = op.tolerance(dtype)
+                    args = op.make_inputs(size, dtype, device, gen)
+                    nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
+                    flops = op.flops(size, dtype) if op.flops else None
+                except Exception as e:
+                    rows += _error_rows(kernel.name, op.name, providers, dtype, size, s, f"spec: {error_text(e)}")
+                    if progress:
+                        for _ in providers:
+                            progress()
+                    continue
+                rows += _bench_one(kernel.name, op.name, providers, args, op.reference, tol, nbytes, flops, dtype, size, s,
+                                   graphs, progress, vendor)
                 del args
     return rows
 
 
 def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, flops, tolerance, s: _Session, graphs, progress) -> list[dict]:
-    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
     rows = []
-    for args in sets:
+    for args in input_sets(inputs):
         first = first_tensor(args)
         dtype = first.dtype if first is not None else torch.float32
         shape = tuple(first.shape) if first is not None else ()
@@ -236,7 +277,7 @@ def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, 
         else:
             nbytes = bytes_moved(shape, dtype) if callable(bytes_moved) else bytes_moved
         nflops = flops(shape, dtype) if callable(flops) else flops
-        tol = tolerance or DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+        tol = tolerance_for(tolerance, dtype)
         ref = reference or fn
         rows += _bench_one(name, name, providers, args, ref, tol, nbytes, nflops, dtype, shape, s, graphs, progress)
     return rows
@@ -262,13 +303,12 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
     chosen = parse_baselines(baselines)
     if sizes is not None:
         sizes = [tuple(x) if isinstance(x, (tuple, list)) else (int(x),) for x in sizes]
-    if dtypes is not None:
-        dtypes = [parse_dtype(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    dtypes = parse_dtypes(dtypes)
     seed = new_seed() if seed is None else int(seed)
     if callable(target) and (inputs is not None or reference is not None):
         if inputs is None:
             raise ValueError("inputs: timing a function needs inputs=: a tuple of arguments, or a list of them")
-        first = first_tensor(inputs if isinstance(inputs, tuple) else inputs[0])
+        first = first_tensor(input_sets(inputs)[0])
         dev = str(first.device.type) if first is not None else "cpu"
         s = session or _Session(dev)
         rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"), chosen,

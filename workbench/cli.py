@@ -4,11 +4,13 @@ Exit codes: 0 success, 1 a build or check failed, 2 bad usage (click's conventio
 """
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # In a log (no terminal), rich would wrap tables at 80 columns; 160 keeps a row on a line.
@@ -205,14 +207,14 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
         except ValueError as e:
             raise click.UsageError(str(e)) from None
         except KwbError as e:
-            err.print(f"[red]✗[/] {name}: {e}", soft_wrap=True)
+            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
             failed = True
             continue
         out.print(check_table(report, verbose))
         for line in failure_lines(report):
-            out.print(f"[red]FAIL[/] {line}", soft_wrap=True)
+            out.print(f"[red]FAIL[/] {escape(line)}", soft_wrap=True)
         for note in report.notes:
-            out.print(f"note: {note}", soft_wrap=True)
+            out.print(f"note: {escape(note)}", soft_wrap=True)
         failed = failed or not report.passed
     if failed:
         sys.exit(1)
@@ -239,24 +241,26 @@ def bench(names, device, dtypes, sizes, sweep, baselines, out_dir: Path | None, 
 
     device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
-    session, failed = None, False
+    sessions: dict = {}  # one timer and copy ceiling per device, measured once
+    failed = False
     for name in _targets(names):
         try:
             kernel, dev = kernel_and_device(name, device)
-            session = session or benching.new_session(dev)
+            if dev not in sessions:
+                sessions[dev] = benching.new_session(dev)
             report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
-                                    graphs=not no_graphs, session=session)
+                                    graphs=not no_graphs, session=sessions[dev])
         except ValueError as e:
             raise click.UsageError(str(e)) from None
         except KwbError as e:
-            err.print(f"[red]✗[/] {name}: {e}", soft_wrap=True)
+            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
             failed = True
             continue
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
         if out_dir is not None:
             path = report.save(out_dir)
             out.print(f"appended {len(report.rows)} rows to {path}")
-        failed = failed or any(r["provider"] == "kwb" and r["status"] != "ok" for r in report.rows)
+        failed = failed or bool(report.failures)
     if failed:
         sys.exit(1)
 
@@ -282,16 +286,16 @@ def run(names, device, dtypes, sizes, sweep, baselines, out_dir: Path, seed) -> 
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
         result = run_all(names, device=_gpu_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
-                         baselines=chosen, seed=seed, console=err)
+                         baselines=chosen, seed=seed, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except KwbError as e:
-        err.print(f"[red]kwb run: {e}[/]", soft_wrap=True)
+        err.print(f"[red]kwb run: {escape(str(e))}[/]", soft_wrap=True)
         sys.exit(1)
     err.print(f"report: {result.index}")
     if result.failures:
         for f in result.failures:
-            err.print(f"[red]✗[/] {f}", soft_wrap=True)
+            err.print(f"[red]✗[/] {escape(f)}", soft_wrap=True)
         sys.exit(1)
 
 

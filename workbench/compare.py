@@ -2,11 +2,12 @@
 
 Errors are computed in float64 on the output's device:
     max_abs   max |out - ref| (inf where out has NaN/Inf and ref does not)
-    max_rel   max |out - ref| / max(|ref|, atol / rtol): relative error, except near zero,
-              where the absolute tolerance takes over (so it never divides by ~0)
+    max_rel   max |out - ref| / |ref| over the elements with |ref| >= atol (below that, the
+              absolute tolerance governs and a ratio would only measure how close to 0 ref is)
     rel_l2    ||out - ref|| / ||ref||
-An output passes when every element is within atol + rtol * |ref|, the relative L2 error is
-within the tolerance's rel_l2, and it has NaN or Inf exactly where the reference has them.
+An output passes when every element is within atol + rtol * |ref|, the whole tensor within
+||out - ref|| <= rel_l2 * ||ref|| + atol * sqrt(n) (so a reference of zeros is judged by atol),
+and it has NaN or Inf exactly where the reference has them.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import torch
 
 from .spec import Tolerance
 
-# log10 bins of the relative error for the error-distribution plot: 1e-16 .. 1e0 in quarter
-# decades; the first bin also holds exact matches, the last everything from 1 up.
+# log10 bins of the relative error (elements with |ref| >= atol) for the error-distribution
+# plot: 1e-16 .. 1e0 in quarter decades; the first bin also holds exact matches, the last
+# everything from 1 up.
 HIST_LO, HIST_HI, HIST_BINS = -16.0, 0.0, 64
 MAX_SHOWN = 5  # mismatching elements listed in a failure
 
@@ -84,8 +86,8 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     # Non-finite values must agree exactly: NaN with NaN, +Inf with +Inf.
     same_nonfinite = (~finite_o & ~finite_r) & ((o == r) | (torch.isnan(o) & torch.isnan(r)))
     diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
-    floor = tol.atol / tol.rtol if tol.rtol > 0 else 1.0
-    rel = diff / r.abs().clamp_min(floor)
+    relative = both_finite & (r.abs() >= max(tol.atol, 1e-300))
+    rel = torch.where(relative, diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
     within = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
     bad = ~(within | same_nonfinite)
     mismatched = int(bad.sum())
@@ -95,7 +97,7 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     norm_diff = float(torch.linalg.vector_norm(diff))
     rel_l2 = norm_diff / norm_ref if norm_ref > 0 else (0.0 if norm_diff == 0 else math.inf)
 
-    log_rel = torch.log10(rel[both_finite].clamp(min=10 ** HIST_LO, max=10 ** HIST_HI - 1e-12)).float()
+    log_rel = torch.log10(rel[relative].clamp(min=10 ** HIST_LO, max=10 ** HIST_HI - 1e-12)).float()
     hist = torch.histc(log_rel, bins=HIST_BINS, min=HIST_LO, max=HIST_HI).long().tolist() if log_rel.numel() else [0] * HIST_BINS
 
     result = Comparison(
@@ -112,6 +114,6 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
             result.max_abs = result.max_rel = result.rel_l2 = math.inf
             what_bad += f" ({nonfinite} of them NaN or Inf where the reference has a different value)"
         result.passed, result.reason = False, what_bad
-    elif tol.rel_l2 is not None and rel_l2 > tol.rel_l2:
+    elif tol.rel_l2 is not None and norm_diff > tol.rel_l2 * norm_ref + tol.atol * math.sqrt(n):
         result.passed, result.reason = False, f"relative L2 error {rel_l2:.2e} above {tol.rel_l2:.0e}"
     return result

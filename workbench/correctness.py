@@ -28,9 +28,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from .compare import Comparison, compare
+from .compare import Comparison, compare, histogram_edges
 from .errors import KwbError
-from .spec import DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, upcast
+from .spec import AWKWARD_SIZES, DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, upcast
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -53,6 +53,43 @@ def parse_dtype(value) -> torch.dtype:
     if key not in _DTYPE_ALIASES:
         raise ValueError(f"dtype {value!r} is not one of float32, float16, bfloat16, float64 (or fp32, fp16, bf16, fp64)")
     return _DTYPE_ALIASES[key]
+
+
+def parse_dtypes(value) -> list[torch.dtype] | None:
+    """None, one dtype or name, or a list of them -> a list of torch dtypes (None stays None)."""
+    if value is None:
+        return None
+    return [parse_dtype(d) for d in ([value] if isinstance(value, (str, torch.dtype)) else value)]
+
+
+def error_text(e: BaseException) -> str:
+    """'KeyError: first line of the message', for a case or row that failed by raising."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def input_sets(inputs) -> list[tuple]:
+    """inputs= of a function check or bench: one tuple of arguments, or a list of them."""
+    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
+    if not sets or not all(isinstance(x, (tuple, list)) for x in sets):
+        raise ValueError("inputs: give a tuple of arguments, a list of such tuples, or (to check) a function "
+                         "(shape, dtype, device, generator) -> arguments")
+    return sets
+
+
+def tolerance_for(tolerance, dtype: torch.dtype) -> Tolerance:
+    """tolerance= of a function check or bench: None (the dtype's default), a Tolerance, a
+    {dtype: Tolerance} dict, or (atol, rtol)."""
+    if tolerance is None:
+        return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
+    if isinstance(tolerance, Tolerance):
+        return tolerance
+    if isinstance(tolerance, dict):
+        if dtype not in tolerance:
+            raise ValueError(f"tolerance: no entry for {dtype_name(dtype)} (given for {', '.join(dtype_name(d) for d in tolerance)})")
+        return tolerance[dtype]
+    atol, rtol = tolerance
+    return Tolerance(float(atol), float(rtol))
 
 
 @contextlib.contextmanager
@@ -138,8 +175,6 @@ class CheckReport:
     def error_histograms(self) -> list[dict]:
         """Relative-error counts per (kernel, op, what, dtype) over all shapes, in the log10 bins
         of workbench.compare: what the error-distribution plot draws."""
-        from .compare import histogram_edges
-
         edges = histogram_edges()
         sums: dict[tuple, list[int]] = {}
         tols: dict[tuple, Tolerance | None] = {}
@@ -230,7 +265,7 @@ def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequ
                 g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype) for o in diff]
                 grads = torch.autograd.grad(diff, [leaves[i] for i in grad_inputs], g_out, allow_unused=True)
     except Exception as e:
-        case.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        case.error = error_text(e)
         return case
 
     up = _to(args, dtype_fn=upcast)
@@ -244,7 +279,7 @@ def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequ
                 ref_diff = [r for r, o in zip(refs, outs) if isinstance(o, torch.Tensor) and o.requires_grad]
                 ref_grads = torch.autograd.grad(ref_diff, [up[i] for i in grad_inputs], [g.double() for g in g_out], allow_unused=True)
     except Exception as e:
-        case.error = f"the reference raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        case.error = f"the reference raised {error_text(e)}"
         return case
 
     if len(outs) != len(refs):
@@ -314,7 +349,7 @@ def select_dtypes(spec: KernelSpec, dtypes, device: str, kernel_name: str) -> li
     supported = list(spec.dtypes.get(device, ()))
     if dtypes is None:
         return supported
-    wanted = [parse_dtype(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    wanted = parse_dtypes(dtypes)
     missing = [d for d in wanted if d not in supported]
     if missing:
         raise ValueError(f"dtypes: {kernel_name} on {device} supports {', '.join(map(dtype_name, supported)) or 'nothing'}; "
@@ -341,31 +376,26 @@ def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward:
         grad_inputs = op.grad_inputs if backward else ()
         names = _grad_names(kernel, op)
         for dtype in chosen_dtypes:
-            tol = op.tolerance(dtype)
-            grad_tol = op.tolerance(dtype, grad=True) if grad_inputs else None
             for shape in chosen_shapes:
                 s = case_seed(seed, op.name, dtype_name(dtype), shape)
-                args = op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))
-                report.cases.append(run_case(kernel.name, op.name, fn, op.reference, args, tol, grad_inputs, grad_tol, names, s, shape))
+                try:  # a spec that cannot make this case (no tolerance, a bad generator) fails it, not the run
+                    tol = op.tolerance(dtype)
+                    grad_tol = op.tolerance(dtype, grad=True) if grad_inputs else None
+                    args = op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))
+                except Exception as e:
+                    report.cases.append(CaseResult(kernel.name, op.name, dtype, tuple(shape), s, None, error=f"spec: {error_text(e)}"))
+                else:
+                    report.cases.append(run_case(kernel.name, op.name, fn, op.reference, args, tol, grad_inputs, grad_tol, names, s, shape))
                 if progress:
                     progress()
+    missing = [n for n in AWKWARD_SIZES if not any(shape and shape[-1] == n for shape in chosen_shapes)]
+    if missing:
+        report.notes.append(f"the shapes checked have no last dimension of {', '.join(map(str, missing))}: "
+                            "add them (empty, 1 and odd sizes catch most indexing bugs)")
     return report
 
 
 # ---- a function of your own ----------------------------------------------------------------
-
-
-def _tolerance_for(tolerance, dtype: torch.dtype) -> Tolerance:
-    if tolerance is None:
-        return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
-    if isinstance(tolerance, Tolerance):
-        return tolerance
-    if isinstance(tolerance, dict):
-        if dtype not in tolerance:
-            raise ValueError(f"tolerance: no entry for {dtype_name(dtype)} (given for {', '.join(dtype_name(d) for d in tolerance)})")
-        return tolerance[dtype]
-    atol, rtol = tolerance
-    return Tolerance(float(atol), float(rtol))
 
 
 def _check_function(fn: Callable, reference: Callable, inputs, device, dtypes, shapes, seed: int, tolerance,
@@ -379,24 +409,21 @@ def _check_function(fn: Callable, reference: Callable, inputs, device, dtypes, s
     if callable(inputs):
         dev = str(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")).type)
         report = CheckReport(name, dev, seed)
-        chosen_dtypes = [parse_dtype(d) for d in (dtypes or ([torch.float32, torch.bfloat16] if dev == "cuda" else [torch.float32, torch.float64]))]
+        chosen_dtypes = parse_dtypes(dtypes) or ([torch.float32, torch.bfloat16] if dev == "cuda" else [torch.float32, torch.float64])
         chosen_shapes = [tuple(s) for s in (shapes or KernelSpec(ops=[]).shapes)]
         for dtype in chosen_dtypes:
-            tol = _tolerance_for(tolerance, dtype)
+            tol = tolerance_for(tolerance, dtype)
             for shape in chosen_shapes:
                 s = case_seed(seed, name, dtype_name(dtype), shape)
                 args = inputs(shape, dtype, dev, torch.Generator().manual_seed(s))
                 report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, s, shape))
         return report
-    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
-    if not sets or not all(isinstance(s, (tuple, list)) for s in sets):
-        raise ValueError("inputs: give a tuple of arguments, a list of such tuples, or a function "
-                         "(shape, dtype, device, generator) -> arguments")
+    sets = input_sets(inputs)
     first = first_tensor(sets[0])
     report = CheckReport(name, str(first.device.type) if first is not None else "cpu", seed)
     for k, args in enumerate(sets):
         t = first_tensor(args)
-        tol = _tolerance_for(tolerance, t.dtype if t is not None else torch.float32)
+        tol = tolerance_for(tolerance, t.dtype if t is not None else torch.float32)
         report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, case_seed(seed, name, k)))
         if t is not None and all(isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() and not a.any()
                                  for a in args if isinstance(a, torch.Tensor)):

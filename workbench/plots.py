@@ -167,11 +167,13 @@ def speedup(rows: list[dict]) -> Figure:
 
 
 def check_errors(source) -> Figure:
-    """Distribution of the relative error |out - ref| / max(|ref|, atol/rtol) over every
-    checked element, one panel per dtype, a line per (op, output), the rtol dotted."""
+    """Distribution of the relative error |out - ref| / |ref| over the checked elements with
+    |ref| >= atol, one panel per dtype, a line per (op, output), the rtol dotted."""
     if hasattr(source, "error_histograms"):
+        from .results import environment
+
         rows = source.error_histograms()
-        title = f"{source.target} on {source.device}"
+        title = f"{source.target}: {environment(source.device).title()}"
     else:
         rows = list(source)
         title = env_title(rows)

@@ -110,16 +110,25 @@ def check_markdown(report) -> str:
 # ---- bench -----------------------------------------------------------------------------------
 
 BENCH_HEADERS = ["op", "dtype", "size", "provider", "method", "median us (p20-p80)", "GB/s", "% of copy", "TFLOP/s", "× eager", "× compile"]
+NOISY = 0.5  # p20-p80 wider than half the median: the row says so
 
 
-def bench_cells(r: dict) -> list[str]:
+def _headers(rows) -> list[str]:
+    vendor = any(r.get("speedup_vs_vendor") is not None for r in rows)
+    return BENCH_HEADERS + (["× vendor"] if vendor else [])
+
+
+def bench_cells(r: dict, vendor: bool = False) -> list[str]:
     if r.get("median_us") is None:
         timing = r["status"]
     else:
         timing = f"{r['median_us']:.2f} ({r['p20_us']:.2f}-{r['p80_us']:.2f})"
-    return [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
-            timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
-            _fmt(r.get("speedup_vs_eager"), ".2f"), _fmt(r.get("speedup_vs_compile"), ".2f")]
+        if (r["p80_us"] - r["p20_us"]) > NOISY * r["median_us"]:
+            timing += " noisy"
+    cells = [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
+             timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
+             _fmt(r.get("speedup_vs_eager"), ".2f"), _fmt(r.get("speedup_vs_compile"), ".2f")]
+    return cells + ([_fmt(r.get("speedup_vs_vendor"), ".2f")] if vendor else [])
 
 
 def bench_header(env, ceiling_gbps) -> str:
@@ -130,10 +139,11 @@ def bench_table(rows: list[dict], title: str = ""):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for h in BENCH_HEADERS:
+    headers = _headers(rows)
+    for h in headers:
         table.add_column(h, justify="left" if h in ("op", "dtype", "size", "provider", "method") else "right")
     for r in rows:
-        cells = bench_cells(r)
+        cells = bench_cells(r, len(headers) > len(BENCH_HEADERS))
         if r["provider"] == "kwb":
             cells = [f"[bold]{c}[/]" for c in cells]
         table.add_row(*cells)
@@ -141,8 +151,9 @@ def bench_table(rows: list[dict], title: str = ""):
 
 
 def bench_text(report) -> str:
-    lines = [bench_header(report.env, report.ceiling / 1e9), " | ".join(BENCH_HEADERS)]
-    lines += [" | ".join(bench_cells(r)) for r in report.rows]
+    headers = _headers(report.rows)
+    lines = [bench_header(report.env, report.ceiling / 1e9), " | ".join(headers)]
+    lines += [" | ".join(bench_cells(r, len(headers) > len(BENCH_HEADERS))) for r in report.rows]
     return "\n".join(lines)
 
 
@@ -150,9 +161,10 @@ def bench_markdown(rows: list[dict], env=None) -> str:
     lines = []
     if env is not None and rows:
         lines += [f"*{bench_header(env, rows[0]['ceiling_gbps'])}*", ""]
-    lines += ["| " + " | ".join(BENCH_HEADERS) + " |", "|" + "---|" * len(BENCH_HEADERS)]
+    headers = _headers(rows)
+    lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in rows:
-        cells = bench_cells(r)
+        cells = bench_cells(r, len(headers) > len(BENCH_HEADERS))
         if r["provider"] == "kwb":
             cells = [f"**{c}**" if c else c for c in cells]
         lines.append("| " + " | ".join(cells) + " |")

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import plots, results
@@ -27,7 +27,6 @@ class BuildRecord:
     library: str = ""
     log_path: str = ""
     error: str = ""
-    ops: list[str] = field(default_factory=list)
 
 
 def write_build_log(path: Path, builds: list[BuildRecord]) -> None:

@@ -21,10 +21,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import KwbError
+
 BENCH_COLUMNS = [
     "kernel", "op", "provider", "dtype", "shape", "numel", "method",
     "median_us", "p20_us", "p80_us", "samples",
-    "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "status",
+    "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_vendor", "status",
     "ceiling_gbps", "device", "device_name", "torch", "cuda", "kwb_version", "timestamp", "run_id",
 ]
 CHECK_COLUMNS = [
@@ -38,12 +40,12 @@ ERROR_COLUMNS = [
 ]
 SCHEMAS = {"bench.csv": BENCH_COLUMNS, "check.csv": CHECK_COLUMNS, "check_errors.csv": ERROR_COLUMNS}
 
-_FLOATS = {"median_us", "p20_us", "p80_us", "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile",
+_FLOATS = {"median_us", "p20_us", "p80_us", "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_vendor",
            "ceiling_gbps", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol", "log10_lo", "log10_hi"}
 _INTS = {"numel", "samples", "mismatched", "count", "seed"}
 
 
-class SchemaError(ValueError):
+class SchemaError(KwbError):
     """A CSV whose header is not the schema kwb writes."""
 
 

@@ -6,14 +6,13 @@ when a build or a check failed (or the kernel's own output was wrong at a timed 
 """
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import report as report_files
 from . import results
+from .benchmark import kwb_failures
 from .errors import KwbError
 
 CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
@@ -33,8 +32,7 @@ class RunResult:
     def failures(self) -> list[str]:
         out = [f"build of {b.name} failed" for b in self.builds if not b.ok]
         out += [f"check of {c.target}: {len(c.failures)} cases failed" for c in self.checks if not c.passed]
-        out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in self.bench_rows
-                if r["provider"] == "kwb" and r["status"] != "ok"]
+        out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in kwb_failures(self.bench_rows)]
         return out
 
     @property
@@ -53,9 +51,11 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         seed: int | None = None, console=None, command: str | None = None) -> RunResult:
     import torch
     from rich.console import Console
+    from rich.markup import escape
 
     from . import benchmark as benching
     from . import correctness as checking
+    from . import toolchain
     from .loader import load, resolve_device
     from .render import check_table, failure_lines, headline_table
     from .report import BuildRecord
@@ -66,6 +66,10 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     notice = ""
     if device is None and not torch.cuda.is_available():
         device, notice = "cpu", CPU_NOTICE
+    elif device is None and toolchain.cuda_unavailable_reason() is not None:
+        device = "cpu"
+        notice = (f"A GPU is here, but CUDA kernels cannot be built: {toolchain.cuda_unavailable_reason()}. "
+                  "kwb run builds, checks and times the CPU implementations.")
     device = resolve_device(device, "kernels")
     if device == "cuda" and not torch.cuda.is_available():
         raise KwbError("--device cuda: no GPU is visible, so CUDA kernels cannot be checked or timed here; "
@@ -85,11 +89,11 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
             k = load(name, device=device)
         except KwbError as e:
             result.builds.append(BuildRecord(name, device, ok=False, error=str(e)))
-            console.print(f"  [red]✗ {name}[/]: {e}")
+            console.print(f"  [red]✗ {escape(name)}[/]: {escape(str(e))}")
             continue
         m = k.build.manifest
         result.builds.append(BuildRecord(k.name, k.device, True, k.build.compiled, m.get("build_seconds", time.monotonic() - t0),
-                                         str(k.library_path), m.get("build_log", ""), ops=k.ops))
+                                         str(k.library_path), m.get("build_log", "")))
         how = f"built in {m.get('build_seconds', 0):.1f} s" if k.build.compiled else "cached"
         console.print(f"  [green]✓[/] {k.name}: {how}; ops: {', '.join(k.ops)}")
         kernels.append(k)
@@ -112,7 +116,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     for c in result.checks:
         console.print(check_table(c))
         for line in failure_lines(c):
-            console.print(f"[red]FAIL[/] {line}", soft_wrap=True)
+            console.print(f"[red]FAIL[/] {escape(line)}", soft_wrap=True)
+        for note in c.notes:
+            console.print(f"note: {escape(note)}", soft_wrap=True)
 
     session = benching.new_session(device, env)
     with _progress(console) as progress:
@@ -132,7 +138,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         results.append(folder / "bench.csv", result.bench_rows)
     report_files.write_build_log(folder / "build.log", result.builds)
     plot_paths = report_files.write_plots(folder, env.run_id)
-    command = command or "kwb run " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
     result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
                                             plot_paths, session.ceiling / 1e9)
     if result.bench_rows:

@@ -25,8 +25,8 @@ AWKWARD_SIZES = (0, 1, 37, 199, 760, 1128)
 
 @dataclass(frozen=True)
 class Tolerance:
-    """An output passes when every element has |out - ref| <= atol + rtol * |ref|, and
-    ||out - ref|| / ||ref|| <= rel_l2 (the whole tensor's relative error, where rel_l2 is set)."""
+    """An output passes when every element has |out - ref| <= atol + rtol * |ref|, and the
+    whole tensor ||out - ref|| <= rel_l2 * ||ref|| + atol * sqrt(numel) (where rel_l2 is set)."""
 
     atol: float
     rtol: float

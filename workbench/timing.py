@@ -20,7 +20,6 @@ tested with a synthetic one.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
@@ -222,6 +221,3 @@ def copy_ceiling(device: str, timer: Timer | None = None) -> float:
     del src, dst
     return 2 * n * 4 / stats.median
 
-
-def cpu_threads() -> int:
-    return torch.get_num_threads() or os.cpu_count() or 1

@@ -145,13 +145,26 @@ def announce_build_choices() -> None:
 _OPENMP_PROBE = "#include <omp.h>\nextern \"C\" int kwb_probe() { int n = 0;\n#pragma omp parallel reduction(+:n)\n n += 1;\n return n + omp_get_max_threads(); }\n"
 
 
-def torch_uses_openmp() -> bool:
-    """Whether ATen's headers take the OpenMP route for at::parallel_for (AT_PARALLEL_OPENMP)."""
+def torch_uses_libgomp() -> bool:
+    """Whether ATen parallelizes with OpenMP (AT_PARALLEL_OPENMP) through a runtime whose
+    soname is plain libgomp.so.1. Only then does an extension built with -fopenmp bind to the
+    runtime torch already loaded; a wheel with a renamed (libgomp-<hash>.so.1) or another
+    (libiomp5) runtime would get a second thread pool, so kwb leaves -fopenmp out there."""
     config = Path(torch_info().include_dirs[0]) / "ATen" / "Config.h"
     try:
-        return re.search(r"#define AT_PARALLEL_OPENMP 1", config.read_text()) is not None
+        if re.search(r"#define AT_PARALLEL_OPENMP 1", config.read_text()) is None:
+            return False
     except OSError:
         return False
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return False
+    try:
+        dyn = subprocess.run([readelf, "-d", str(Path(torch_info().library_dir) / "libtorch_cpu.so")],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "[libgomp.so.1]" in dyn
 
 
 def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
@@ -161,21 +174,23 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
     header only parallelizes under _OPENMP (torch.utils.cpp_extension's JIT never adds it).
     At run time the extension's libgomp.so.1 resolves to the one torch already loaded (same
     soname), so there is one OpenMP thread pool. Probed once per compiler, like the runtime."""
-    if not torch_uses_openmp():
-        return []
     import tempfile
 
-    key = "openmp:" + _ident(cxx)
+    key = "openmp:" + _ident(cxx) + ":" + torch_info().version
     cache = _load_version_cache(cache_root)
     if key not in cache:
-        with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
-            src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
-            src.write_text(_OPENMP_PROBE)
-            try:
-                subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True, timeout=120, check=True)
-                cache[key] = "yes"
-            except (OSError, subprocess.SubprocessError):
-                cache[key] = "no"
+        if not torch_uses_libgomp():
+            cache[key] = "no"
+        else:
+            with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
+                src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+                src.write_text(_OPENMP_PROBE)
+                try:
+                    subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True,
+                                   timeout=120, check=True)
+                    cache[key] = "yes"
+                except (OSError, subprocess.SubprocessError):  # not remembered on disk: may pass next time
+                    return []
         _save_version_cache(cache_root)
     return ["-fopenmp"] if cache[key] == "yes" else []
 
