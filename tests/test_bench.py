@@ -84,6 +84,16 @@ def test_a_spec_that_cannot_set_up_a_size_fails_those_rows_only(session, monkeyp
     assert statuses[(1000, "kwb")] == "ok" and statuses[(1000, "eager")] == "ok"
 
 
+def test_spec_modules_are_importable_by_name_for_torch_compile():
+    # torch.compile, inlining a spec's reference, finds the reference's globals (torch) through
+    # sys.modules[fn.__module__]; without it every compile baseline failed on torch 2.11.
+    import sys
+
+    k = wb.load("relu_scale", device="cpu")
+    reference = k.spec.SPEC.op("relu_scale").reference
+    assert sys.modules[reference.__module__] is k.spec
+
+
 def test_rows_save_to_the_devices_bench_csv(tmp_path, session):
     report = wb.bench("vector_add", device="cpu", dtypes=["float64"], sizes=[(512,)], baselines="eager", session=session)
     path = report.save(tmp_path)

@@ -10,6 +10,7 @@ import ctypes
 import hashlib
 import importlib.util
 import os
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -94,10 +95,19 @@ class Kernel:
 
 
 def _import_file(path: Path, module_name: str) -> ModuleType:
+    """Import a kernel's ops.py or spec.py under a name of its own build. The module goes into
+    sys.modules (the importlib recipe): tools that find a function's globals through its
+    module's name need it there, e.g. torch.compile inlining a spec's reference (seen on torch
+    2.11: ModuleNotFoundError for kwb_spec_...)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
     return module
 
 
