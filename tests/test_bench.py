@@ -58,6 +58,21 @@ def test_a_function_of_your_own_is_timed_beside_its_reference(session):
     assert kwb_row["gbps"] == pytest.approx(2 * 40_000 / (kwb_row["median_us"] * 1e-6) / 1e9)  # read x, write the output
 
 
+def test_the_kernels_validation_run_is_poisoned(session):
+    # An element the kernel never writes must not pass by luck in bench either (torch 2.11's
+    # allocator handed skip_last the block the reference had just freed, right values inside).
+    first_alloc_was_nan = []
+
+    def kernel(x):
+        y = torch.empty_like(x)
+        first_alloc_was_nan.append(bool(y.isnan().all()))
+        return y.copy_(x * 2)
+
+    wb.bench(kernel, lambda x: x * 2, inputs=(torch.randn(100),), baselines="none", session=session)
+    assert first_alloc_was_nan[0] is True
+    assert not torch.are_deterministic_algorithms_enabled()  # and the timed runs are not poisoned
+
+
 def test_every_output_is_validated_and_a_tolerance_pair_is_accepted(session):
     x = torch.randn(64, 33)
 

@@ -17,6 +17,7 @@ provider is also timed as CUDA-graph replays (method "cuda_graph"), which remove
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import types
@@ -27,7 +28,8 @@ import torch
 
 from . import results, timing
 from .correctness import (case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device, new_seed,
-                          parse_dtypes, select_dtypes, select_ops, spec_of, tolerance_for)
+                          output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
+                          tolerance_for)
 from .compare import compare
 from .spec import Tolerance, numel, upcast
 
@@ -71,10 +73,6 @@ class BenchReport:
         return kwb_failures(self.rows)
 
 
-def kwb_failures(rows: list[dict]) -> list[dict]:
-    """The kernel's own rows that did not time: a wrong result or an error (a baseline that
-    fails to compile is reported, but is not the kernel's failure)."""
-    return [r for r in rows if r["provider"] == KWB and r["status"] != "ok"]
 
     def __str__(self) -> str:
         from .render import bench_text
@@ -85,6 +83,12 @@ def kwb_failures(rows: list[dict]) -> list[dict]:
         from .render import bench_markdown
 
         return bench_markdown(self.rows, self.env)
+
+
+def kwb_failures(rows: list[dict]) -> list[dict]:
+    """The kernel's own rows that did not time: a wrong result or an error (a baseline that
+    fails to compile is reported, but is not the kernel's failure)."""
+    return [r for r in rows if r["provider"] == KWB and r["status"] != "ok"]
 
 
 def _clone_args(args):
@@ -173,14 +177,20 @@ def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, refer
         call = functools.partial(fn, *args)
         try:
             with torch.no_grad():
-                outs = _as_list(call())  # compiles torch.compile's code, and is the validation run
-                wrong = next((v for v in (compare(o, r, tol if provider == KWB else loose, f"output[{i}]", w)
+                # The validation run (and torch.compile's compile). The kernel's runs poisoned, as
+                # in wb.check: unpoisoned, an element it never wrote can hold the right value by
+                # luck (seen on torch 2.11: the output reused the block the reference just freed).
+                # Baselines run as they are: deterministic mode is in torch.compile's guards.
+                with poisoned_outputs() if provider == KWB else contextlib.nullcontext():
+                    outs = _as_list(call())
+                wrong = next((v for v in (compare(o, r, tol if provider == KWB else loose, output_label(i, len(refs)), w)
                                           for i, (o, r, w) in enumerate(zip(outs, refs, wants))) if not v.passed), None)
                 if len(outs) != len(refs):
                     wrong = f"{len(outs)} outputs, the reference {len(refs)}"
                 del outs
                 if wrong is not None:
-                    reason = wrong if isinstance(wrong, str) else f"{wrong.what}: {wrong.reason}"
+                    reason = wrong if isinstance(wrong, str) else \
+                        (wrong.reason if wrong.what == "output" else f"{wrong.what}: {wrong.reason}")
                     rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
                                      status=f"wrong result, not timed: {reason}"))
                     continue
@@ -270,8 +280,8 @@ def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, 
         if reference is not None and "compile" in baselines:
             providers[COMPILE] = _compiled(reference)
         if bytes_moved is None:  # each tensor argument read once, the output written once
-            with torch.no_grad():
-                out = fn(*args)
+            with torch.no_grad():  # the output's size from the reference: the kernel's first run is the poisoned check
+                out = (reference or fn)(*args)
             outs = out if isinstance(out, (tuple, list)) else [out]
             nbytes = sum(a.numel() * a.element_size() for a in list(args) + list(outs) if isinstance(a, torch.Tensor))
         else:

@@ -215,7 +215,7 @@ def _flatten(out) -> list:
     return [out]
 
 
-def _label(i: int, n: int) -> str:
+def output_label(i: int, n: int) -> str:
     return "output" if n == 1 else f"output[{i}]"
 
 
@@ -287,7 +287,7 @@ def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequ
         return case
     for i, (o, r) in enumerate(zip(outs, refs)):
         want = expected[i] if expected is not None and i < len(expected) else None
-        case.comparisons.append(compare(o, r, tol, _label(i, len(outs)), want))
+        case.comparisons.append(compare(o, r, tol, output_label(i, len(outs)), want))
     if grads is not None:
         for j, (g, rg) in enumerate(zip(grads, ref_grads)):
             name = grad_names[j] if j < len(grad_names) else f"arg{grad_inputs[j]}"
