@@ -19,6 +19,17 @@ def test_matches_reference_on_awkward_shapes_through_the_harness(kernel):
     assert {c.dtype for c in report.cases} == {torch.float32, torch.float64}
 
 
+def test_the_spec_reference_agrees_with_the_kernel_at_the_kink():
+    # x == 0 exactly: the kernel's gradient is 0 (torch.relu's); a reference with another
+    # subgradient there (clamp_min's 1) would fail here, as it did on fp16 inputs on the GPU.
+    k = KERNELS["relu_scale"]
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.0], dtype=torch.float64)
+    report = wb.check(k.relu_scale, k.spec.reference, inputs=[(x, 1.5)], grad_inputs=(0,), seed=0)
+    assert report.passed, str(report)
+    args = k.spec.SPEC.op("relu_scale").make_inputs((2000,), torch.float32, "cpu", torch.Generator().manual_seed(0))
+    assert (args[0] == 0).sum() == 2  # the spec's inputs hold exact zeros, at 7 and 1016
+
+
 def test_relu_scale_nan_propagates_and_zero_has_zero_gradient():
     k = KERNELS["relu_scale"]
     x = torch.tensor([float("nan"), -1.0, 0.0, 2.0], dtype=torch.float64, requires_grad=True)

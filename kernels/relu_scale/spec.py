@@ -7,11 +7,20 @@ ALPHA = 1.5
 
 
 def reference(x, alpha):
-    return torch.clamp_min(x, 0) * alpha
+    # torch.relu, not clamp_min: at x == 0 relu's gradient is 0, the op's convention, where
+    # clamp_min's is 1 (the harness caught the difference on fp16 inputs rounded to exact 0).
+    return torch.relu(x) * alpha
+
+
+def with_zeros(x):
+    """Exact zeros at every 1009th element from the 8th: the kink, where the gradient's
+    convention shows (small shapes keep their random values)."""
+    x.view(-1)[7::1009] = 0.0
+    return x
 
 
 def make_inputs(shape, dtype, device, generator):
-    return (randn(shape, dtype, device, generator), ALPHA)
+    return (with_zeros(randn(shape, dtype, device, generator)), ALPHA)
 
 
 def reference_backward(grad, x, alpha):
@@ -19,7 +28,7 @@ def reference_backward(grad, x, alpha):
 
 
 def make_backward_inputs(shape, dtype, device, generator):
-    return (randn(shape, dtype, device, generator), randn(shape, dtype, device, generator), ALPHA)
+    return (randn(shape, dtype, device, generator), with_zeros(randn(shape, dtype, device, generator)), ALPHA)
 
 
 def bytes_moved(shape, dtype):  # read x, write y
