@@ -99,6 +99,20 @@ def test_a_spec_that_cannot_set_up_a_size_fails_those_rows_only(session, monkeyp
     assert statuses[(1000, "kwb")] == "ok" and statuses[(1000, "eager")] == "ok"
 
 
+def test_a_vendor_route_and_a_flops_model_get_their_columns(session, monkeypatch):
+    k = wb.load("relu_scale", device="cpu")
+    op = k.spec.SPEC.op("relu_scale")
+    monkeypatch.setattr(op, "vendor", lambda x, a: torch.nn.functional.relu(x) * a)
+    monkeypatch.setattr(op, "vendor_name", "F.relu")
+    monkeypatch.setattr(op, "flops", lambda shape, dtype: 2 * shape[0])  # a compare and a multiply
+    report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)], baselines="eager,vendor", session=session)
+    by = {r["provider"]: r for r in report.rows}
+    assert set(by) == {"kwb", "eager", "F.relu"} and report.ok
+    assert by["kwb"]["speedup_vs_vendor"] == pytest.approx(by["F.relu"]["median_us"] / by["kwb"]["median_us"])
+    assert by["kwb"]["tflops"] == pytest.approx(2 * 4096 / (by["kwb"]["median_us"] * 1e-6) / 1e12)
+    assert "× vendor" in report._repr_markdown_()
+
+
 def test_spec_modules_are_importable_by_name_for_torch_compile():
     # torch.compile, inlining a spec's reference, finds the reference's globals (torch) through
     # sys.modules[fn.__module__]; without it every compile baseline failed on torch 2.11.
