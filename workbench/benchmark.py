@@ -22,6 +22,7 @@ import functools
 import math
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -58,10 +59,8 @@ class BenchReport:
     rows: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def save(self, root) -> "Path":  # noqa: F821
+    def save(self, root) -> Path:
         """Append the rows to <root>/<device slug>/bench.csv; returns the file's path."""
-        from pathlib import Path
-
         return results.append(Path(root) / self.env.slug / "bench.csv", self.rows)
 
     @property

@@ -197,7 +197,7 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
     against autograd of the reference. Exit code 1 if any case fails."""
     from . import correctness as checking
     from .errors import KwbError
-    from .render import check_table, failure_lines
+    from .render import print_check
 
     device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
     failed = False
@@ -210,11 +210,7 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
             err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
             failed = True
             continue
-        out.print(check_table(report, verbose))
-        for line in failure_lines(report):
-            out.print(f"[red]FAIL[/] {escape(line)}", soft_wrap=True)
-        for note in report.notes:
-            out.print(f"note: {escape(note)}", soft_wrap=True)
+        print_check(out, report, verbose)
         failed = failed or not report.passed
     if failed:
         sys.exit(1)

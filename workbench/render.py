@@ -82,6 +82,17 @@ def check_table(report, verbose: bool = False):
     return table
 
 
+def print_check(console, report, verbose: bool = False) -> None:
+    """A check report on a rich console: the table, each failure, each note."""
+    from rich.markup import escape
+
+    console.print(check_table(report, verbose))
+    for line in failure_lines(report):
+        console.print(f"[red]FAIL[/] {escape(line)}", soft_wrap=True)
+    for note in report.notes:
+        console.print(f"note: {escape(note)}", soft_wrap=True)
+
+
 def check_text(report) -> str:
     lines = [check_header(report)]
     for g in check_groups(report):

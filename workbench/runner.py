@@ -35,10 +35,6 @@ class RunResult:
         out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in kwb_failures(self.bench_rows)]
         return out
 
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failures else 0
-
 
 def _progress(console):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -57,7 +53,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from . import correctness as checking
     from . import toolchain
     from .loader import load, resolve_device
-    from .render import check_table, failure_lines, headline_table
+    from .render import headline_table, print_check
     from .report import BuildRecord
     from .sources import builtin_names
 
@@ -114,11 +110,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
             result.checks.append(checking.check(k, device=device, dtypes=dtypes, seed=seed,
                                                 progress=lambda: progress.advance(task)))
     for c in result.checks:
-        console.print(check_table(c))
-        for line in failure_lines(c):
-            console.print(f"[red]FAIL[/] {escape(line)}", soft_wrap=True)
-        for note in c.notes:
-            console.print(f"note: {escape(note)}", soft_wrap=True)
+        print_check(console, c)
 
     session = benching.new_session(device, env)
     with _progress(console) as progress:

@@ -218,6 +218,5 @@ def copy_ceiling(device: str, timer: Timer | None = None) -> float:
     dst = torch.empty_like(src)
     stats = measure(lambda: dst.copy_(src), timer, budget_s=0.3 if device == "cuda" else 1.0,
                     min_samples=10 if device == "cuda" else 5)
-    del src, dst
     return 2 * n * 4 / stats.median
 
