@@ -32,7 +32,7 @@ from .correctness import (case_seed, dtype_name, error_text, first_tensor, input
                           output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
                           tolerance_for)
 from .compare import compare
-from .spec import Tolerance, numel, upcast
+from .spec import OpSpec, Tolerance, numel, upcast
 
 KWB, EAGER, COMPILE = "kwb", "eager", "torch.compile"
 BASELINES = ("eager", "compile", "vendor")
@@ -157,7 +157,7 @@ def _error_rows(kernel, op, providers, dtype, shape, s: "_Session", message: str
 
 def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, reference: Callable, tol: Tolerance,
                nbytes: int | None, flops: float | None, dtype, shape, s: _Session, graphs: bool, progress,
-               vendor: str | None = None) -> list[dict]:
+               vendor: str | None = None, baseline_tol: Tolerance | None = None) -> list[dict]:
     try:
         with torch.no_grad():
             refs = _as_list(reference(*[upcast(a) for a in args]))
@@ -170,7 +170,7 @@ def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, refer
             for _ in providers:
                 progress()
         return _error_rows(kernel, op, providers, dtype, shape, s, f"the reference raised {error_text(e)}")
-    loose = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
+    loose = baseline_tol or Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
     rows, timed = [], {}
     for provider, fn in providers.items():
         call = functools.partial(fn, *args)
@@ -235,36 +235,86 @@ def _graph_rows(kernel, op, providers, args, nbytes, flops, dtype, shape, s: _Se
     return rows
 
 
-def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Session, graphs, progress, seed) -> list[dict]:
+FWD_BWD = " fwd+bwd"  # the op column of a training-step row: "bias_gelu fwd+bwd"
+
+
+def _training_step(fn: Callable, grad_inputs, grad_outputs: list) -> Callable:
+    """fn(*args) as one training step: the forward, then the backward of fixed output
+    gradients; returns the outputs and the input gradients, so a step is validated like a
+    forward. Each call starts from fresh leaves (a detach, no copy): nothing accumulates."""
+    def step(*args):
+        with torch.enable_grad():
+            leaves = list(args)
+            for i in grad_inputs:
+                leaves[i] = args[i].detach().requires_grad_(True)
+            outs = _as_list(fn(*leaves))
+            diff = [(o, g) for o, g in zip(outs, grad_outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
+            grads = torch.autograd.grad([o for o, _ in diff], [leaves[i] for i in grad_inputs],
+                                        [g.to(o.dtype) for o, g in diff], allow_unused=True)
+        return [o.detach() for o in outs] + list(grads)
+    return step
+
+
+def _output_gradients(op: OpSpec, args, gen: torch.Generator) -> list:
+    """A random gradient for each floating output of the plain op (fixed for the whole
+    measurement: drawing it per step would time the random generator)."""
+    with torch.no_grad():
+        outs = _as_list(op.reference(*args))
+    return [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype)
+            if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
+
+
+def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Session, graphs, progress, seed,
+                  backward: bool = False) -> list[dict]:
     spec = spec_of(kernel)
     rows = []
     for op in select_ops(spec, ops, kernel.name):
         vendor = op.vendor_name if "vendor" in baselines and op.vendor is not None else None
+        passes = [False, True] if backward and op.grad_inputs else [False]
         for dtype in select_dtypes(spec, dtypes, device, kernel.name):
             for size in [tuple(x) for x in (sizes or spec.sizes_for(device, sweep))]:
-                providers = {KWB: getattr(kernel, op.name)}
-                if "eager" in baselines:
-                    providers[EAGER] = op.eager_fn
-                if "compile" in baselines:
-                    providers[COMPILE] = _compiled(op.eager_fn)
-                if vendor:
-                    providers[vendor] = op.vendor
-                gen = torch.Generator().manual_seed(case_seed(seed, op.name, dtype_name(dtype), size))
-                try:  # a spec that cannot set up this size fails its rows, not the run
-                    tol = op.tolerance(dtype)
-                    args = op.make_inputs(size, dtype, device, gen)
-                    nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
-                    flops = op.flops(size, dtype) if op.flops else None
-                except Exception as e:
-                    rows += _error_rows(kernel.name, op.name, providers, dtype, size, s, f"spec: {error_text(e)}")
-                    if progress:
-                        for _ in providers:
-                            progress()
-                    continue
-                rows += _bench_one(kernel.name, op.name, providers, args, op.reference, tol, nbytes, flops, dtype, size, s,
-                                   graphs, progress, vendor)
-                del args
+                for train in passes:
+                    rows += _bench_case(kernel, op, device, dtype, size, baselines, vendor, s, graphs, progress, seed, train)
     return rows
+
+
+def _bench_case(kernel, op: OpSpec, device, dtype, size, baselines, vendor, s: _Session, graphs, progress, seed,
+                train: bool) -> list[dict]:
+    """One (op, dtype, size): its forward, or (train) its forward and backward together."""
+    providers = {KWB: getattr(kernel, op.kernel_op)}
+    if "eager" in baselines:
+        providers[EAGER] = op.eager_fn
+    if "compile" in baselines:
+        providers[COMPILE] = _compiled(op.eager_fn)
+    if vendor and not train:
+        providers[vendor] = op.vendor
+    name = op.name + (FWD_BWD if train else "")
+    gen = torch.Generator().manual_seed(case_seed(seed, name, dtype_name(dtype), size))
+    try:  # a spec that cannot set up this size fails its rows, not the run
+        tol = op.tolerance(dtype)
+        args = op.make_inputs(size, dtype, device, gen)
+        nbytes = op.bytes_moved(size, dtype) if op.bytes_moved and not train else None
+        flops = op.flops(size, dtype) if op.flops and not train else None
+        reference = op.reference
+        if train:  # every provider (and the float64 reference) runs forward + backward
+            grad_tol = op.tolerance(dtype, grad=True)
+            tol = Tolerance(max(tol.atol, grad_tol.atol), max(tol.rtol, grad_tol.rtol),
+                            max(tol.rel_l2 or tol.rtol, grad_tol.rel_l2 or grad_tol.rtol))
+            grads = _output_gradients(op, args, gen)
+            providers = {p: _training_step(fn, op.grad_inputs, grads) for p, fn in providers.items()}
+            reference = _training_step(op.reference, op.grad_inputs, grads)
+    except Exception as e:
+        if progress:
+            for _ in providers:
+                progress()
+        return _error_rows(kernel.name, name, providers, dtype, size, s, f"spec: {error_text(e)}")
+    # Baselines' steps are held to the norm-wise bound only: eager bf16 sums gradients it has
+    # rounded (bias_gelu's grad_bias at 8192 x 8192: 24 of 8192 sums off by ~0.3 where they
+    # cancel), a real difference in accuracy, not a different function.
+    baseline_tol = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol), elementwise=False) if train else None
+    # No CUDA-graph rows for a training step: autograd's backward runs on its own threads.
+    return _bench_one(kernel.name, name, providers, args, reference, tol, nbytes, flops, dtype, size, s,
+                      graphs and not train, progress, vendor, baseline_tol)
 
 
 def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, flops, tolerance, s: _Session, graphs, progress) -> list[dict]:
@@ -295,7 +345,7 @@ def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, 
 def bench(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, sizes=None,
           sweep: bool = False, baselines=None, graphs: bool = True, bytes_moved=None, flops=None, tolerance=None,
           name: str | None = None, label: str = KWB, seed: int | None = None, session: _Session | None = None,
-          progress: Callable[[], None] | None = None) -> BenchReport:
+          progress: Callable[[], None] | None = None, backward: bool = False) -> BenchReport:
     """Time a kernel (or a function) beside its baselines; returns a BenchReport.
 
     target: a kernel name or folder, a loaded Kernel, or a function (then give `inputs`, and
@@ -305,6 +355,9 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         bench_sizes for the device; sweep=True: its sweep_sizes).
     baselines: any of "eager", "compile", "vendor" (a list or "eager,compile"); "none" for none.
     graphs: also time CUDA-graph replays for sizes under ~10 us.
+    backward: also time each op that has gradients as a training step, forward then backward
+        of a random output gradient, beside eager and torch.compile doing the same (rows whose
+        op is "<op> fwd+bwd"; the step's outputs and gradients are validated first).
     For a function: inputs is a tuple of arguments or a list of them (one row set each);
     bytes_moved / flops are numbers or (shape, dtype) -> number (default bytes: every tensor
     argument read once and the output written once).
@@ -325,16 +378,19 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         return BenchReport(s.env, s.ceiling, rows)
     kernel, device = kernel_and_device(target, device)
     s = session or _Session(device)
-    rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, chosen, s, graphs, progress, seed)
+    rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, chosen, s, graphs, progress, seed, backward)
     return BenchReport(s.env, s.ceiling, rows)
 
 
-def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, sweep=False, baselines=None) -> int:
+def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, sweep=False, baselines=None,
+                       backward: bool = False) -> int:
     spec = spec_of(kernel)
     chosen = parse_baselines(baselines)
     total = 0
     for op in select_ops(spec, ops, kernel.name):
         n_prov = 1 + ("eager" in chosen) + ("compile" in chosen) + ("vendor" in chosen and op.vendor is not None)
+        if backward and op.grad_inputs:
+            n_prov += 1 + ("eager" in chosen) + ("compile" in chosen)
         total += n_prov * len(select_dtypes(spec, dtypes, device, kernel.name)) * len(sizes or spec.sizes_for(device, sweep))
     return total
 

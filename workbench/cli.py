@@ -160,6 +160,8 @@ def _timing_options(f):
     f = click.option("--baselines", default="eager,compile,vendor", show_default=True,
                      help="Baselines to time beside kwb: eager, compile, vendor (where the spec has one), or none.")(f)
     f = click.option("--sweep", is_flag=True, help="Time the spec's longer sweep of sizes.")(f)
+    f = click.option("--backward/--no-backward", default=True, show_default=True,
+                     help="Also time forward + backward (a training step) of ops with gradients.")(f)
     return click.option("--sizes", multiple=True, metavar="LIST",
                         help="Sizes to time, e.g. 2^20,2^26 or 4096x4096 (default: the spec's).")(f)
 
@@ -224,7 +226,7 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Append the rows to OUT/<device>/bench.csv (e.g. --out benchmarks/results).")
 @click.option("--no-graphs", is_flag=True, help="Skip CUDA-graph timings of sizes under ~10 us.")
-def bench(names, device, dtypes, sizes, sweep, baselines, out_dir: Path | None, no_graphs) -> None:
+def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path | None, no_graphs) -> None:
     """Time kernels (default: every shipped one) beside eager PyTorch and torch.compile.
 
     CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
@@ -245,7 +247,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, out_dir: Path | None, 
             if dev not in sessions:
                 sessions[dev] = benching.new_session(dev)
             report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
-                                    graphs=not no_graphs, session=sessions[dev])
+                                    graphs=not no_graphs, session=sessions[dev], backward=backward)
         except ValueError as e:
             raise click.UsageError(str(e)) from None
         except KwbError as e:
@@ -269,7 +271,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, out_dir: Path | None, 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kwb-report"), show_default=True,
               help="Results root: the report goes to OUT/<device>/ (index.md, CSVs, plots, build.log).")
 @click.option("--seed", type=int, default=None, help="Seed of the random inputs.")
-def run(names, device, dtypes, sizes, sweep, baselines, out_dir: Path, seed) -> None:
+def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path, seed) -> None:
     """The main job: build every kernel (or NAMES), check each, time each against eager
     PyTorch and torch.compile, and write a report folder with tables, plots and CSVs.
 
@@ -282,7 +284,7 @@ def run(names, device, dtypes, sizes, sweep, baselines, out_dir: Path, seed) -> 
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
         result = run_all(names, device=_gpu_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
-                         baselines=chosen, seed=seed, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
+                         baselines=chosen, backward=backward, seed=seed, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except KwbError as e:

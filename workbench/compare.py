@@ -88,7 +88,7 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     diff = torch.where(both_finite, (o - r).abs(), torch.zeros_like(o))
     relative = both_finite & (r.abs() >= max(tol.atol, 1e-300))
     rel = torch.where(relative, diff / r.abs().clamp_min(1e-300), torch.zeros_like(diff))
-    within = both_finite & (diff <= tol.atol + tol.rtol * r.abs())
+    within = both_finite & (diff <= tol.atol + tol.rtol * r.abs()) if tol.elementwise else both_finite
     bad = ~(within | same_nonfinite)
     mismatched = int(bad.sum())
 

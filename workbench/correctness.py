@@ -358,9 +358,13 @@ def select_dtypes(spec: KernelSpec, dtypes, device: str, kernel_name: str) -> li
 
 
 def _grad_names(kernel, op: OpSpec) -> list[str]:
+    fn = getattr(kernel, op.kernel_op)
     try:
-        schema = getattr(kernel, op.name).default._schema
-        return [schema.arguments[i].name for i in op.grad_inputs]
+        if hasattr(fn, "default"):  # a dispatcher op: its schema's argument names
+            names = [a.name for a in fn.default._schema.arguments]
+        else:  # a public Python function of the kernel's ops.py
+            names = list(inspect.signature(fn).parameters)
+        return [names[i] for i in op.grad_inputs]
     except Exception:
         return [f"arg{i}" for i in op.grad_inputs]
 
@@ -372,7 +376,7 @@ def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward:
     chosen_dtypes = select_dtypes(spec, dtypes, device, kernel.name)
     chosen_shapes = [tuple(s) for s in (shapes or spec.shapes)]
     for op in chosen_ops:
-        fn = getattr(kernel, op.name)
+        fn = getattr(kernel, op.kernel_op)
         grad_inputs = op.grad_inputs if backward else ()
         names = _grad_names(kernel, op)
         for dtype in chosen_dtypes:

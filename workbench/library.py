@@ -47,9 +47,12 @@ class Kernel:
     """A loaded kernel. Its ops are attributes: `k.relu_scale(x, 1.5)`.
 
     Ops dispatch on the inputs' device (CPU or CUDA) and support autograd and torch.compile
-    where the kernel's ops.py registers them."""
+    where the kernel's ops.py registers them. An ops.py whose register() returns a dict of
+    Python functions adds those too (a public `lltm(...)` over the op `lltm_forward`, say);
+    a function shadows an op of the same name."""
 
-    def __init__(self, source: KernelSource, build: Build, namespace: str, ops_module: ModuleType | None):
+    def __init__(self, source: KernelSource, build: Build, namespace: str, ops_module: ModuleType | None,
+                 functions: dict | None = None):
         self.name = source.name
         self.device = build.device
         self.namespace = namespace
@@ -60,12 +63,14 @@ class Kernel:
         self._source = source
         self._ops_module = ops_module
         self._spec = None
+        self._functions = dict(functions or {})
 
     @property
     def ops(self) -> list[str]:
+        """The dispatcher ops of this build and ops.py's public functions."""
         prefix = self.namespace + "::"
         names = {n[len(prefix):].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix)}
-        return sorted(names)
+        return sorted(names | set(self._functions))
 
     @property
     def spec(self):
@@ -82,6 +87,8 @@ class Kernel:
     def __getattr__(self, op: str):
         if op.startswith("_"):
             raise AttributeError(op)
+        if op in self._functions:
+            return self._functions[op]
         try:
             return getattr(getattr(torch.ops, self.namespace), op)
         except (AttributeError, RuntimeError):
@@ -137,11 +144,14 @@ def load(source: KernelSource, build: Build) -> Kernel:
         if register(namespace.encode(), err, len(err)) != 0:
             raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
         _handles.append(handle)
-        ops_module = None
+        ops_module, functions = None, None
         if source.ops_file is not None:
             ops_module = _import_file(source.ops_file, f"kwb_ops_{namespace}")
             if hasattr(ops_module, "register"):
-                ops_module.register(OpNamespace(namespace))
-        kernel = Kernel(source, build, namespace, ops_module)
+                functions = ops_module.register(OpNamespace(namespace))
+                if functions is not None and not isinstance(functions, dict):
+                    raise LoadError(f"{source.ops_file}: register(ops) returned {type(functions).__name__}; it must "
+                                    "return None or a dict of public functions, {'name': function}")
+        kernel = Kernel(source, build, namespace, ops_module, functions)
         _loaded[namespace] = kernel
         return kernel

@@ -44,7 +44,7 @@ def _progress(console):
 
 
 def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,
-        seed: int | None = None, console=None, command: str | None = None) -> RunResult:
+        seed: int | None = None, console=None, command: str | None = None, backward: bool = True) -> RunResult:
     import torch
     from rich.console import Console
     from rich.markup import escape
@@ -114,12 +114,13 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     session = benching.new_session(device, env)
     with _progress(console) as progress:
-        total = sum(benching.count_measurements(k, device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines) for k in with_spec)
+        total = sum(benching.count_measurements(k, device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines,
+                                                     backward=backward) for k in with_spec)
         task = progress.add_task("timing", total=total)
         for k in with_spec:
             progress.update(task, description=f"timing {k.name}")
             rep = benching.bench(k, device=device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines, seed=seed,
-                                 session=session, progress=lambda: progress.advance(task))
+                                 session=session, backward=backward, progress=lambda: progress.advance(task))
             result.bench_rows += rep.rows
 
     env_cols = env.columns()
