@@ -1,10 +1,15 @@
 // A vectorized elementwise map: out[i] = f(in_0[i], ..., in_{K-1}[i]) over n elements of one
 // type T, for any n (0 and over 2^31 included).
 //
-// How: a grid-stride loop over 16-byte vectors (4 floats, 8 halves) when every pointer is
-// 16-byte aligned, then the n % kVec tail element by element; unaligned pointers take the
-// scalar path. The grid is a few waves of blocks (kBlocksPerSm per SM), enough loads in
-// flight to cover HBM latency, with 64-bit indices throughout.
+// How: one 16-byte vector (4 floats, 8 halves) per thread when every pointer is 16-byte
+// aligned, as many 256-thread blocks as the data needs, and the n % kVec tail element by
+// element on the first threads; unaligned pointers take the scalar path. 64-bit indices.
+//
+// Why no grid-stride loop: measured on the H100 at 2^26 elements (benchmarks/
+// elementwise_variants.py), relu_scale fp32 took 192.8 us with a loop over 8 blocks per SM
+// and 181.8 us (98.3% of the copy ceiling; torch.compile 182.7 us) with one vector per
+// thread. Two or four vectors per thread (182.8, 183.6 us) and streaming cache hints
+// (187.9 us) were no better.
 #pragma once
 #include "kwb_cuda.cuh"
 
@@ -12,7 +17,6 @@ namespace kwb {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerSm = 8;  // 8 x 256 threads = 2048, the H100's max resident per SM
 
 template <typename T, int K>
 struct MapArgs {
@@ -25,9 +29,8 @@ template <typename T, int K, int kVec, typename F>
 __global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) {
   using V = Vec<T, kVec>;
   const int64_t n_vec = args.n / kVec;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t i = tid; i < n_vec; i += stride) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n_vec) {
     V in[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) in[k] = reinterpret_cast<const V*>(args.in[k])[i];
@@ -41,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) 
     reinterpret_cast<V*>(args.out)[i] = out;
   }
   // The tail: fewer than kVec elements, one per thread of the first threads.
-  const int64_t t = n_vec * kVec + tid;
+  const int64_t t = n_vec * kVec + i;
   if (t < args.n) {
     if constexpr (K == 1) args.out[t] = f(args.in[0][t]);
     else if constexpr (K == 2) args.out[t] = f(args.in[0][t], args.in[1][t]);
@@ -51,11 +54,10 @@ __global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) 
 
 template <typename T, int K, int kVec, typename F>
 void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
-  const int64_t work = args.n / kVec + 1;  // +1 so the tail always has a thread
-  const int64_t needed = (work + kThreads - 1) / kThreads;
-  const int64_t cap = static_cast<int64_t>(sm_count()) * kBlocksPerSm;
-  const int blocks = static_cast<int>(needed < cap ? needed : cap);
-  map_kernel<T, K, kVec><<<blocks, kThreads, 0, stream>>>(args, f);
+  const int64_t n_vec = args.n / kVec;
+  const int64_t work = n_vec > args.n - n_vec * kVec ? n_vec : args.n - n_vec * kVec;  // threads needed
+  const int64_t blocks = (work + kThreads - 1) / kThreads;
+  map_kernel<T, K, kVec><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, f);
 }
 
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
