@@ -57,6 +57,14 @@ inline void check_same_shape(const char* op, const char* a_name, const at::Tenso
 // always contiguous, which the fake kernels in ops.py mirror).
 inline at::Tensor contiguous(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
+// Every tensor's data starts on a 16-byte boundary: kernels may then use 16-byte vectors.
+inline bool all_aligned(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors) {
+    if (reinterpret_cast<uintptr_t>(t->const_data_ptr()) % 16 != 0) return false;
+  }
+  return true;
+}
+
 inline DType to_dtype(at::ScalarType s) {
   switch (s) {
     case at::kFloat: return DType::Float32;

@@ -1,0 +1,35 @@
+"""bias_gelu's Python face: fake kernels for torch.compile, and autograd.
+
+register() is called by the loader with the ops of one build.
+"""
+import torch
+
+
+def _check_bias(op, x, bias):
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (the one bias runs along), got a 0-d tensor")
+    torch._check(bias.dim() == 1 and bias.shape[0] == x.shape[-1],
+                 lambda: f"{op}: bias must be 1-D with x's last dimension ({x.shape[-1]}) as its length, got shape {list(bias.shape)}")
+
+
+def register(ops):
+    @torch.library.register_fake(ops.qualname("bias_gelu"))
+    def _(x, bias, approximate="none"):
+        _check_bias("bias_gelu", x, bias)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+    @torch.library.register_fake(ops.qualname("bias_gelu_backward"))
+    def _(grad, x, bias, approximate="none"):
+        _check_bias("bias_gelu_backward", x, bias)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(bias.shape, dtype=bias.dtype, device=bias.device)
+
+    def setup_context(ctx, inputs, output):
+        x, bias, approximate = inputs
+        ctx.save_for_backward(x, bias)
+        ctx.approximate = approximate
+
+    def backward(ctx, grad):
+        x, bias = ctx.saved_tensors
+        grad_x, grad_bias = ops.bias_gelu_backward(grad, x, bias, ctx.approximate)
+        return grad_x, grad_bias, None
+
+    torch.library.register_autograd(ops.qualname("bias_gelu"), backward, setup_context=setup_context)

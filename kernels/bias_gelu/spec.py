@@ -1,0 +1,44 @@
+"""bias_gelu: y = GELU(x + bias) over the last dimension — reference, inputs, tolerances,
+bytes model, sizes. Two entries, one per form of GELU; both call the op bias_gelu."""
+import torch
+import torch.nn.functional as F
+
+from workbench.spec import AWKWARD_SIZES, DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, element_bytes, numel, randn
+
+# fp32: GELU and its derivative take an exp (or erf) and a few products, and the derivative's
+# terms partly cancel: 2e-6 relative was seen on the CPU against float64 (eager fp32 is no
+# closer). grad_bias adds up to thousands of rows: 2.6e-5 absolute on a sum of 23.0 over 1031
+# rows. The half types keep the defaults: their one rounding at the end dominates.
+TOLERANCES = {**DEFAULT_TOLERANCES, torch.float32: Tolerance(1e-6, 1e-5, 1e-6)}
+GRAD_TOLERANCES = {**DEFAULT_TOLERANCES, torch.float32: Tolerance(1e-4, 1e-5, 2e-6)}
+
+
+def reference(x, bias, approximate):
+    return F.gelu(x + bias, approximate=approximate)
+
+
+def inputs_for(approximate):
+    def make_inputs(shape, dtype, device, generator):
+        return (randn(shape, dtype, device, generator), randn(shape[-1:], dtype, device, generator), approximate)
+    return make_inputs
+
+
+def bytes_moved(shape, dtype):  # read x and bias, write y
+    return (2 * numel(shape) + shape[-1]) * element_bytes(dtype)
+
+
+SHAPES = [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (33, 4096), (1031, 768), (2, 3, 1030)]
+SIZES = {"cuda": [(256, 4096), (8192, 8192)], "cpu": [(256, 1024), (1024, 4096)]}
+
+SPEC = KernelSpec(
+    ops=[
+        OpSpec("bias_gelu_tanh", reference, inputs_for("tanh"), bytes_moved=bytes_moved, grad_inputs=(0, 1), calls="bias_gelu",
+               tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES),
+        OpSpec("bias_gelu_erf", reference, inputs_for("none"), bytes_moved=bytes_moved, grad_inputs=(0, 1), calls="bias_gelu",
+               tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES),
+    ],
+    shapes=SHAPES,
+    bench_sizes=SIZES,
+    sweep_sizes={"cuda": [(1024, n) for n in (1024, 4096, 16384)] + [(8192, 8192), (16384, 8192)],
+                 "cpu": [(256, 1024), (1024, 1024), (1024, 4096)]},
+)

@@ -1,0 +1,49 @@
+"""lltm's Python face: the public function lltm(), fake kernels for torch.compile, and autograd.
+
+register() is called by the loader with the ops of one build; it returns {"lltm": lltm}, which
+the loaded kernel exposes as k.lltm.
+"""
+import torch
+
+
+def register(ops):
+    @torch.library.register_fake(ops.qualname("lltm_forward"))
+    def _(input, weights, bias, old_h, old_cell):
+        batch, state = old_h.shape
+        torch._check(weights.shape == (3 * state, state + input.shape[1]),
+                     lambda: f"lltm_forward: weights must have shape [{3 * state}, {state + input.shape[1]}], got {list(weights.shape)}")
+        def new(*shape):
+            return torch.empty(shape, dtype=input.dtype, device=input.device)
+        return new(batch, state), new(batch, state), new(batch, state + input.shape[1]), new(batch, 3 * state)
+
+    @torch.library.register_fake(ops.qualname("lltm_backward"))
+    def _(grad_h, grad_cell, X, gates, weights, bias, old_cell):
+        def new(t):
+            return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        return new(X), new(weights), new(bias), new(old_cell)
+
+    def setup_context(ctx, inputs, output):
+        input, weights, bias, old_h, old_cell = inputs
+        _, _, X, gates = output
+        ctx.mark_non_differentiable(X, gates)
+        ctx.save_for_backward(X, gates, weights, bias, old_cell)
+        ctx.state = old_h.shape[1]
+
+    def backward(ctx, grad_h, grad_cell, _grad_X, _grad_gates):
+        grad_X, grad_weights, grad_bias, grad_old_cell = ops.lltm_backward(grad_h, grad_cell, *ctx.saved_tensors)
+        # X = [old_h, input]: its gradient's two column blocks (views; no copy)
+        grad_old_h, grad_input = grad_X[:, :ctx.state], grad_X[:, ctx.state:]
+        return grad_input, grad_weights, grad_bias, grad_old_h, grad_old_cell
+
+    torch.library.register_autograd(ops.qualname("lltm_forward"), backward, setup_context=setup_context)
+
+    def lltm(input, weights, bias, old_h, old_cell):
+        """One step of the LLTM cell: returns (new_h, new_cell).
+
+        input [batch, features], weights [3 * state, state + features], bias [3 * state],
+        old_h and old_cell [batch, state]; all of one dtype and device. Differentiable in all five.
+        """
+        new_h, new_cell, _, _ = ops.lltm_forward(input, weights, bias, old_h, old_cell)
+        return new_h, new_cell
+
+    return {"lltm": lltm}
