@@ -2,14 +2,16 @@
 // argument checks, the matrix products (ATen: cuBLAS on the GPU), the CPU implementation of
 // the pointwise part and the CPU/CUDA registrations; the CUDA kernels are in lltm.cu.
 //
-// One product each: gates = X W^T forward with X = [old_h, input], and X's and W's gradients
-// backward. Splitting the products along W's columns instead (no concatenation) measured
-// slower on the H100: forward 43.6 us against eager's 28.3 us at batch 16 / 32 / 128, and
-// 1104 us against 1081 us for torch.compile at 4096 / 1024 / 1024 (four half-size products
-// backward). X is returned and saved for backward; X's gradient goes back whole and
+// One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
+// rides in cuBLASLt's epilogue, as in F.linear), and X's and W's gradients backward.
+// Measured on the H100, fp32 batch 16 / 32 / 128: products split along W's columns (no
+// concatenation) took 43.6 us forward, a plain mm then the bias in the pointwise kernel
+// 42.2 us, against eager's 28.5 us; in fp16 the same code took 14.0 us: fp32 mm's small
+// GEMM was the cost. X is returned and saved for backward; X's gradient goes back whole and
 // ops.py hands out its two column blocks as old_h's and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
@@ -64,13 +66,12 @@ Forward lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, con
                          const at::Tensor& old_h, const at::Tensor& old_cell) {
   check_args(kForward, input, weights, bias, old_h, old_cell, {at::kFloat, at::kDouble}, "CPU");
   const at::Tensor X = at::cat({old_h, input}, 1);
-  const at::Tensor gates = at::mm(X, weights.t());
-  const at::Tensor bc = kwb::contiguous(bias), cc = kwb::contiguous(old_cell);
+  const at::Tensor gates = at::addmm(bias, X, weights.t());
+  const at::Tensor cc = kwb::contiguous(old_cell);
   at::Tensor new_h = at::empty(old_h.sizes(), old_h.options()), new_cell = at::empty(old_h.sizes(), old_h.options());
   const int64_t B = old_h.size(0), S = old_h.size(1);
   AT_DISPATCH_FLOATING_TYPES(input.scalar_type(), kForward, [&] {
     const scalar_t* z = gates.const_data_ptr<scalar_t>();
-    const scalar_t* b = bc.const_data_ptr<scalar_t>();
     const scalar_t* c = cc.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
@@ -78,7 +79,7 @@ Forward lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, con
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;
-          const scalar_t i = sigmoid(zr[j] + b[j]), o = sigmoid(zr[S + j] + b[S + j]), g = elu(zr[2 * S + j] + b[2 * S + j]);
+          const scalar_t i = sigmoid(zr[j]), o = sigmoid(zr[S + j]), g = elu(zr[2 * S + j]);
           const scalar_t cell = c[r * S + j] + i * g;
           nc[r * S + j] = cell;
           h[r * S + j] = std::tanh(cell) * o;
@@ -116,13 +117,12 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
                            const at::Tensor& old_cell) {
   check_backward_args(grad_h, grad_cell, X, gates, weights, bias, old_cell, {at::kFloat, at::kDouble}, "CPU");
   const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), zc = kwb::contiguous(gates),
-                   bc = kwb::contiguous(bias), cc = kwb::contiguous(old_cell);
+                   cc = kwb::contiguous(old_cell);
   const int64_t B = old_cell.size(0), S = old_cell.size(1);
   at::Tensor grad_gates = at::empty({B, 3 * S}, gates.options());
   at::Tensor grad_old_cell = at::empty({B, S}, old_cell.options());
   AT_DISPATCH_FLOATING_TYPES(old_cell.scalar_type(), kBackward, [&] {
-    const scalar_t *z = zc.const_data_ptr<scalar_t>(), *b = bc.const_data_ptr<scalar_t>(),
-                   *c = cc.const_data_ptr<scalar_t>(), *gh = dh.const_data_ptr<scalar_t>(),
+    const scalar_t *z = zc.const_data_ptr<scalar_t>(), *c = cc.const_data_ptr<scalar_t>(), *gh = dh.const_data_ptr<scalar_t>(),
                    *gcell = dc.const_data_ptr<scalar_t>();
     scalar_t* dz = grad_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dcell = grad_old_cell.mutable_data_ptr<scalar_t>();
@@ -130,7 +130,7 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;
-          const scalar_t zi = zr[j] + b[j], zo = zr[S + j] + b[S + j], zg = zr[2 * S + j] + b[2 * S + j];
+          const scalar_t zi = zr[j], zo = zr[S + j], zg = zr[2 * S + j];
           const scalar_t i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
           const scalar_t tc = std::tanh(c[r * S + j] + i * g);
           const scalar_t h = gh[r * S + j];
@@ -157,12 +157,12 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   check_args(kForward, input, weights, bias, old_h, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(input.device());
   const at::Tensor X = at::cat({old_h, input}, 1);
-  const at::Tensor gates = at::mm(X, weights.t());
-  const at::Tensor bc = kwb::contiguous(bias), cc = kwb::contiguous(old_cell);
+  const at::Tensor gates = at::addmm(bias, X, weights.t());
+  const at::Tensor cc = kwb::contiguous(old_cell);
   at::Tensor new_h = at::empty(old_h.sizes(), old_h.options()), new_cell = at::empty(old_h.sizes(), old_h.options());
-  const LltmForwardParams p{gates.const_data_ptr(), bc.const_data_ptr(), cc.const_data_ptr(), new_h.mutable_data_ptr(),
+  const LltmForwardParams p{gates.const_data_ptr(), cc.const_data_ptr(), new_h.mutable_data_ptr(),
                             new_cell.mutable_data_ptr(), old_h.size(0), old_h.size(1)};
-  const bool aligned = kwb::all_aligned({&gates, &bc, &cc, &new_h, &new_cell});
+  const bool aligned = kwb::all_aligned({&gates, &cc, &new_h, &new_cell});
   KWB_CHECK_LAUNCH(kForward, lltm_forward_cuda(p, kwb::to_dtype(input.scalar_type()), aligned, kwb::current_stream(input)));
   return {new_h, new_cell, X, gates};
 }
@@ -173,17 +173,16 @@ Backward lltm_backward_cuda_op(const at::Tensor& grad_h, const at::Tensor& grad_
   check_backward_args(grad_h, grad_cell, X, gates, weights, bias, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(old_cell.device());
   const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), zc = kwb::contiguous(gates),
-                   bc = kwb::contiguous(bias), cc = kwb::contiguous(old_cell);
+                   cc = kwb::contiguous(old_cell);
   const int64_t B = old_cell.size(0), S = old_cell.size(1);
   at::Tensor grad_gates = at::empty({B, 3 * S}, gates.options());
   at::Tensor grad_old_cell = at::empty({B, S}, old_cell.options());
   at::Tensor grad_bias = at::empty({3 * S}, bias.options());
-  const bool aligned = kwb::all_aligned({&dh, &dc, &zc, &bc, &cc, &grad_gates, &grad_old_cell});
+  const bool aligned = kwb::all_aligned({&dh, &dc, &zc, &cc, &grad_gates, &grad_old_cell});
   const kwb::DType dtype = kwb::to_dtype(old_cell.scalar_type());
   const int64_t ws_rows = lltm_backward_workspace_rows(B, S, dtype, aligned);
   at::Tensor ws = at::empty({ws_rows, 3 * S}, cc.options().dtype(cc.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
-  const LltmBackwardParams p{dh.const_data_ptr(), dc.const_data_ptr(), zc.const_data_ptr(), bc.const_data_ptr(),
-                             cc.const_data_ptr(), grad_gates.mutable_data_ptr(), grad_old_cell.mutable_data_ptr(),
+  const LltmBackwardParams p{dh.const_data_ptr(), dc.const_data_ptr(), zc.const_data_ptr(), cc.const_data_ptr(), grad_gates.mutable_data_ptr(), grad_old_cell.mutable_data_ptr(),
                              grad_bias.mutable_data_ptr(), ws.mutable_data_ptr(), B, S};
   KWB_CHECK_LAUNCH(kBackward, lltm_backward_cuda(p, dtype, aligned, kwb::current_stream(cc)));
   return {at::mm(grad_gates, weights), at::mm(grad_gates.t(), X), grad_bias, grad_old_cell};
@@ -193,7 +192,7 @@ Backward lltm_backward_cuda_op(const at::Tensor& grad_h, const at::Tensor& grad_
 }  // namespace
 
 KWB_LIBRARY(m) {
-  // X = [old_h, input] and gates = X W^T (without the bias) are what backward needs.
+  // X = [old_h, input] and gates = bias + X W^T are what backward needs.
   m.def("lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell) "
         "-> (Tensor new_h, Tensor new_cell, Tensor X, Tensor gates)");
   m.def("lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor X, Tensor gates, Tensor weights, Tensor bias, "

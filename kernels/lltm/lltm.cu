@@ -1,10 +1,11 @@
 // lltm CUDA kernels: everything of the LLTM cell around its matrix product, one kernel each way.
 //
-// Forward: one pass reads the three gate blocks, the bias and old_cell and writes new_h and
+// Forward: one pass reads the three gate blocks (bias added by the product's epilogue:
+// addmm through cuBLASLt) and old_cell, and writes new_h and
 // new_cell (eager PyTorch spends 7 kernels on the same: add, 2 sigmoid, elu, mul, add, tanh,
 // mul). The activated gates are not stored: backward recomputes them from the gates it
 // already has (4 fewer [batch, state] writes forward, 2 exps more backward).
-// Backward: one pass from grad_h, grad_cell, the gates, bias and old_cell to the gates'
+// Backward: one pass from grad_h, grad_cell, the gates and old_cell to the gates'
 // gradient (which is what the weight, input and old_h gradients are matrix products of),
 // old_cell's gradient, and the bias gradient's partial column sums (kwb_rows.cuh).
 //
@@ -47,18 +48,6 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
-  const T* bias = static_cast<const T*>(p.bias);
-  A bi[kVec], bo[kVec], bg[kVec];
-  {
-    const V vi = *reinterpret_cast<const V*>(bias + at.c), vo = *reinterpret_cast<const V*>(bias + S + at.c),
-            vg = *reinterpret_cast<const V*>(bias + 2 * S + at.c);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      bi[j] = kwb::to_acc<A>(vi.v[j]);
-      bo[j] = kwb::to_acc<A>(vo.v[j]);
-      bg[j] = kwb::to_acc<A>(vg.v[j]);
-    }
-  }
   for (int64_t r = at.r0; r < at.r1; r += kUnroll) {
     V gi[kUnroll], go[kUnroll], gg[kUnroll], c[kUnroll];
 #pragma unroll
@@ -77,9 +66,9 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
         V h, cell;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          const A i = sigmoid(kwb::to_acc<A>(gi[u].v[j]) + bi[j]);
-          const A o = sigmoid(kwb::to_acc<A>(go[u].v[j]) + bo[j]);
-          const A g = elu(kwb::to_acc<A>(gg[u].v[j]) + bg[j]);
+          const A i = sigmoid(kwb::to_acc<A>(gi[u].v[j]));
+          const A o = sigmoid(kwb::to_acc<A>(go[u].v[j]));
+          const A g = elu(kwb::to_acc<A>(gg[u].v[j]));
           const A nc = kwb::to_acc<A>(c[u].v[j]) + i * g;
           cell.v[j] = kwb::from_acc<T>(nc);
           h.v[j] = kwb::from_acc<T>(tanh_(nc) * o);
@@ -99,19 +88,9 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
-  const T* bias = static_cast<const T*>(p.bias);
-  A bi[kVec], bo[kVec], bg[kVec], si[kVec], so[kVec], sg[kVec];
-  {
-    const V vi = *reinterpret_cast<const V*>(bias + at.c), vo = *reinterpret_cast<const V*>(bias + S + at.c),
-            vg = *reinterpret_cast<const V*>(bias + 2 * S + at.c);
+  A si[kVec], so[kVec], sg[kVec];  // this thread's partial sums of the bias gradient
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      bi[j] = kwb::to_acc<A>(vi.v[j]);
-      bo[j] = kwb::to_acc<A>(vo.v[j]);
-      bg[j] = kwb::to_acc<A>(vg.v[j]);
-      si[j] = so[j] = sg[j] = A(0);
-    }
-  }
+  for (int j = 0; j < kVec; ++j) si[j] = so[j] = sg[j] = A(0);
   for (int64_t r = at.r0; r < at.r1; ++r) {
     const T* row = gates + r * 3 * S + at.c;
     const V gi = *reinterpret_cast<const V*>(row), go = *reinterpret_cast<const V*>(row + S),
@@ -122,8 +101,7 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
     V d_i, d_o, d_g, d_c;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const A zi = kwb::to_acc<A>(gi.v[j]) + bi[j], zo = kwb::to_acc<A>(go.v[j]) + bo[j],
-              zg = kwb::to_acc<A>(gg.v[j]) + bg[j];
+      const A zi = kwb::to_acc<A>(gi.v[j]), zo = kwb::to_acc<A>(go.v[j]), zg = kwb::to_acc<A>(gg.v[j]);
       const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
       const A tc = tanh_(kwb::to_acc<A>(c.v[j]) + i * g);
       const A gh = kwb::to_acc<A>(dh.v[j]);

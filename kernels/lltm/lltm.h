@@ -8,8 +8,7 @@
 #include "kwb_dtype.h"
 
 struct LltmForwardParams {
-  const void* gates;     // batch x 3*state: [old_h, input] W^T, without the bias
-  const void* bias;      // 3*state
+  const void* gates;     // batch x 3*state: [old_h, input] W^T + bias
   const void* old_cell;  // batch x state
   void* new_h;           // batch x state, written in full
   void* new_cell;        // batch x state, written in full
@@ -19,10 +18,9 @@ struct LltmForwardParams {
 struct LltmBackwardParams {
   const void* grad_h;     // dL/dnew_h, batch x state
   const void* grad_cell;  // dL/dnew_cell, batch x state
-  const void* gates;      // the forward's gates (without the bias), batch x 3*state
-  const void* bias;       // 3*state
+  const void* gates;      // the forward's gates (bias included), batch x 3*state
   const void* old_cell;   // batch x state
-  void* grad_gates;       // dL/d(gates + bias), batch x 3*state, written in full
+  void* grad_gates;       // dL/dgates, batch x 3*state, written in full
   void* grad_old_cell;    // batch x state, written in full
   void* grad_bias;        // 3*state, written in full: the column sums of grad_gates
   void* workspace;        // workspace_rows x 3*state, float (double for fp64): partial sums

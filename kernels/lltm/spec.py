@@ -43,16 +43,19 @@ def flops(shape, dtype):  # the gate product: 2 * batch * (state + features) * 3
 
 
 # The matrix product rounds its output once to the dtype and then feeds four nonlinear
-# functions; the weight gradient is a product over the whole batch. Half types get twice
-# the elementwise defaults; fp32 products of K terms keep ~K^0.5 ulps.
+# functions: half types get twice the elementwise defaults. The weight gradient sums a
+# product over the whole batch, so its error grows with it: at batch 4096 (H100, 2026-11-22)
+# fp32 had 100 of 6.3M elements past 1e-4 absolute, fp16 7076 past 1e-2 and bf16 18705 past
+# 6e-2 (its entries reach ~64; one bf16 rounding there is 0.125). The norm-wise bound stays
+# tight: it is what catches a wrong formula.
 TOLERANCES = {**DEFAULT_TOLERANCES,
               torch.float32: Tolerance(1e-5, 1e-5, 1e-6),
               torch.float16: Tolerance(2e-3, 2e-3, 2e-3),
               torch.bfloat16: Tolerance(2e-2, 1.6e-2, 1e-2)}
 GRAD_TOLERANCES = {**DEFAULT_TOLERANCES,
-                   torch.float32: Tolerance(1e-4, 1e-5, 1e-5),
-                   torch.float16: Tolerance(1e-2, 4e-3, 4e-3),
-                   torch.bfloat16: Tolerance(6e-2, 3e-2, 2e-2)}
+                   torch.float32: Tolerance(1e-3, 1e-4, 1e-5),
+                   torch.float16: Tolerance(6e-2, 1e-2, 4e-3),
+                   torch.bfloat16: Tolerance(5e-1, 6e-2, 2e-2)}
 
 # (batch, features, state): the awkward states 0, 1, 37, 199, 760, 1128; an empty batch; the
 # tutorial's 16 / 32 / 128; states that fill 16-byte vectors.
