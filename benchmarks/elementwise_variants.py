@@ -12,6 +12,11 @@ variant 3: no loop: U=4 vectors per thread
 variant 4: variant 2 with streaming hints (ld.global.cs / st.global.cs: data used once)
 variant 5: variant 3 with streaming hints
 variant 6: variant 2 with 128-thread blocks
+
+Two inputs (vector_add, c = a + b: 3 streams of memory instead of 2):
+add variant 1: one 16-byte vector of each input per thread (kwb_elementwise.cuh)
+add variant 2: U=2 vectors of each input per thread, every load before any store
+add variant 3: U=4
 """
 from __future__ import annotations
 
@@ -96,6 +101,41 @@ template <typename T> const char* launch(const T* in, T* out, int64_t n, int var
   return kwb::last_launch_error();
 }
 
+template <typename T, int U> __global__ void add_unrolled(const T* a, const T* b, T* out, int64_t n) {
+  constexpr int kVec = 16 / sizeof(T);
+  using V = kwb::Vec<T, kVec>;
+  const int64_t n_vec = n / kVec;
+  const int64_t base = blockIdx.x * (int64_t)blockDim.x * U + threadIdx.x;
+  V x[U], y[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t i = base + (int64_t)u * blockDim.x;
+    if (i < n_vec) { x[u] = reinterpret_cast<const V*>(a)[i]; y[u] = reinterpret_cast<const V*>(b)[i]; }
+  }
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t i = base + (int64_t)u * blockDim.x;
+    if (i < n_vec) {
+      V z;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) z.v[j] = kwb::from_acc<T>(kwb::to_acc<float>(x[u].v[j]) + kwb::to_acc<float>(y[u].v[j]));
+      reinterpret_cast<V*>(out)[i] = z;
+    }
+  }
+}
+
+const char* add_variant_launch(const float* a, const float* b, float* out, int64_t n, int variant, cudaStream_t s) {
+  const int64_t n_vec = n / 4;
+  auto blocks = [&](int u) { return (unsigned)((n_vec + 256LL * u - 1) / (256LL * u)); };
+  switch (variant) {
+    case 1: add_unrolled<float, 1><<<blocks(1), 256, 0, s>>>(a, b, out, n); break;
+    case 2: add_unrolled<float, 2><<<blocks(2), 256, 0, s>>>(a, b, out, n); break;
+    case 3: add_unrolled<float, 4><<<blocks(4), 256, 0, s>>>(a, b, out, n); break;
+    default: return "no such variant";
+  }
+  return kwb::last_launch_error();
+}
+
 const char* relu_variant_launch(const void* in, void* out, int64_t n, int dtype, int variant, cudaStream_t s) {
   if (n == 0) return nullptr;
   if (dtype == 0) return launch<float>((const float*)in, (float*)out, n, variant, s);
@@ -113,6 +153,16 @@ at::Tensor relu_variant(const at::Tensor& x, int64_t variant) {
                    x.scalar_type() == at::kFloat ? 0 : 1, (int)variant, kwb::current_stream(x)));
   return y;
 }
+
+const char* add_variant_launch(const float* a, const float* b, float* out, int64_t n, int variant, cudaStream_t s);
+at::Tensor add_variant(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+  TORCH_CHECK(a.is_contiguous() && b.is_contiguous() && a.numel() % 4 == 0 && a.sizes() == b.sizes() &&
+              a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat, "add_variant: float32, same shape, numel % 4 == 0");
+  at::Tensor c = at::empty_like(a);
+  KWB_CHECK_LAUNCH("add_variant", add_variant_launch(a.const_data_ptr<float>(), b.const_data_ptr<float>(),
+                   c.mutable_data_ptr<float>(), a.numel(), (int)variant, kwb::current_stream(a)));
+  return c;
+}
 """
 
 VARIANTS = range(7)
@@ -122,7 +172,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
     args = parser.parse_args()
-    k = wb.load_inline("elementwise_variants", cuda=CUDA, cpp=CPP, functions=["relu_variant"])
+    k = wb.load_inline("elementwise_variants", cuda=CUDA, cpp=CPP, functions=["relu_variant", "add_variant"])
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(1 << 26, device="cuda").to(dtype)
@@ -135,6 +185,15 @@ def main() -> None:
                 print(f"{r['dtype']:>5} {r['provider']:>14} {r['median_us'] or 0:9.1f} us  {r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}")
             if args.out:
                 report.save(args.out)
+    a, b = torch.randn(1 << 26, device="cuda"), torch.randn(1 << 26, device="cuda")
+    for v in (1, 2, 3):
+        report = wb.bench(lambda x, y, v=v: k.add_variant(x, y, v), lambda x, y: x + y, inputs=[(a, b)],
+                          name=f"vector_add variant {v}", label=f"add variant {v}",
+                          baselines="eager,compile" if v == 1 else "none", bytes_moved=3 * a.numel() * 4)
+        for r in report.rows:
+            print(f"{r['dtype']:>5} {r['provider']:>14} {r['median_us'] or 0:9.1f} us  {r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}")
+        if args.out:
+            report.save(args.out)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, c
 template <typename T, int kVec, bool kTanh>
 __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ grad, const T* __restrict__ x,
                                                        const T* __restrict__ bias, T* __restrict__ grad_x,
-                                                       kwb::acc_t<T>* __restrict__ partial, kwb::RowTiling t) {
+                                                       kwb::acc_t<T>* __restrict__ partial, T* __restrict__ grad_bias,
+                                                       kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
   const Place p = place(t, kVec);
@@ -138,7 +139,10 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
     }
   }
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) partial[p.row_block * t.cols + p.c + j] = sum[j];
+  for (int j = 0; j < kVec; ++j) {
+    if (t.row_blocks == 1) grad_bias[p.c + j] = kwb::from_acc<T>(sum[j]);  // one run covers every row
+    else partial[p.row_block * t.cols + p.c + j] = sum[j];
+  }
 }
 
 // 16-byte vectors when the pointers are aligned and a row is a whole number of vectors.
@@ -169,18 +173,19 @@ template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = vec_for<T>(p.cols, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves);
+  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMinSumRows);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
     const auto* g = static_cast<const T*>(p.grad);
     const auto* x = static_cast<const T*>(p.x);
     const auto* b = static_cast<const T*>(p.bias);
     auto* gx = static_cast<T*>(p.grad_x);
+    auto* gb = static_cast<T*>(p.grad_bias);
     const unsigned blocks = static_cast<unsigned>(t.blocks());
-    if (vec > 1) backward_kernel<T, 16 / sizeof(T), kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, t);
-    else backward_kernel<T, 1, kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, t);
+    if (vec > 1) backward_kernel<T, 16 / sizeof(T), kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, gb, t);
+    else backward_kernel<T, 1, kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, gb, t);
   }
-  kwb::column_sums(partial, static_cast<T*>(p.grad_bias), t.row_blocks, p.cols, stream);  // 0 rows: zeros
+  if (t.row_blocks != 1) kwb::column_sums(partial, static_cast<T*>(p.grad_bias), t.row_blocks, p.cols, stream);  // 0 rows: zeros
   return kwb::last_launch_error();
 }
 
@@ -192,7 +197,7 @@ int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType
     vec = vec_for<T>(cols, aligned);
     return nullptr;
   });
-  return kwb::row_tiling(rows, cols, vec, kBackwardWaves).row_blocks;
+  return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMinSumRows).row_blocks;
 }
 
 const char* bias_gelu_cuda(const BiasGeluParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -123,6 +123,16 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
     *reinterpret_cast<V*>(grow + 2 * S) = d_g;
     *reinterpret_cast<V*>(static_cast<T*>(p.grad_old_cell) + r * S + at.c) = d_c;
   }
+  if (t.row_blocks == 1) {  // one run covers the batch: these are the bias gradient itself
+    T* grad_bias = static_cast<T*>(p.grad_bias) + at.c;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      grad_bias[j] = kwb::from_acc<T>(si[j]);
+      grad_bias[S + j] = kwb::from_acc<T>(so[j]);
+      grad_bias[2 * S + j] = kwb::from_acc<T>(sg[j]);
+    }
+    return;
+  }
   A* partial = static_cast<A*>(p.workspace) + at.row_block * 3 * S + at.c;
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
@@ -156,14 +166,15 @@ template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = vec_for<T>(p.state, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves);
+  const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMinSumRows);
   if (t.blocks() > 0) {
     const unsigned blocks = static_cast<unsigned>(t.blocks());
     if (vec > 1) backward_kernel<T, 16 / sizeof(T)><<<blocks, t.threads, 0, stream>>>(p, t);
     else backward_kernel<T, 1><<<blocks, t.threads, 0, stream>>>(p, t);
   }
-  kwb::column_sums(static_cast<const A*>(p.workspace), static_cast<T*>(p.grad_bias), t.row_blocks, 3 * p.state,
-                   stream);  // a batch of 0: zeros
+  if (t.row_blocks != 1)  // (a batch of 0: zeros) one launch fewer at the tutorial's batch of 16
+    kwb::column_sums(static_cast<const A*>(p.workspace), static_cast<T*>(p.grad_bias), t.row_blocks, 3 * p.state,
+                     stream);
   return kwb::last_launch_error();
 }
 
@@ -175,7 +186,7 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
     vec = vec_for<T>(state, aligned);
     return nullptr;
   });
-  return kwb::row_tiling(batch, state, vec, kBackwardWaves).row_blocks;
+  return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMinSumRows).row_blocks;
 }
 
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
