@@ -173,7 +173,7 @@ template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = vec_for<T>(p.cols, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMinSumRows);
+  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
     const auto* g = static_cast<const T*>(p.grad);
@@ -197,7 +197,7 @@ int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType
     vec = vec_for<T>(cols, aligned);
     return nullptr;
   });
-  return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMinSumRows).row_blocks;
+  return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;
 }
 
 const char* bias_gelu_cuda(const BiasGeluParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

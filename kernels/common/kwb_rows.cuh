@@ -9,7 +9,7 @@
 // Column sums are deterministic: each block writes its partial sums to workspace[row_block,
 // col] (no atomics), and column_sums() adds the row blocks up in a fixed order. The rows per
 // block are chosen so that the workspace stays small: one wave of blocks over the GPU, and
-// at least kMinSumRows rows each (8192 x 8192 bf16 on the H100: 264 row blocks, 8.6 MB of
+// at most kMaxSumBlocks row blocks (8192 x 8192 bf16 on the H100: 264 row blocks, 8.6 MB of
 // fp32 partials against 403 MB of gradient traffic).
 #pragma once
 #include "kwb_cuda.cuh"
@@ -27,15 +27,17 @@ struct RowTiling {
   int64_t blocks() const { return col_blocks * row_blocks; }
 };
 
-// A run of rows that writes column sums covers at least this many rows. LLTM's backward at
-// batch 4096, state 1024 had 4 rows per block (1024 row blocks of partials): summing them
-// took 98 us a step on the H100, against 69 us for the whole pointwise backward.
-constexpr int64_t kMinSumRows = 16;
+// Row blocks that write column sums are capped at this many. LLTM's backward at batch 4096,
+// state 1024 had 1024 row blocks of 4 rows: summing the partials took 98 us a step on the
+// H100 (a 1-D reduction then), against 69 us for the whole pointwise backward. A floor of
+// 16 rows per block instead serialized the tutorial's batch of 16 into one block (fwd+bwd
+// 89 -> 101 us): the cap bounds the partials without taking parallelism from small batches.
+constexpr int64_t kMaxSumBlocks = 256;
 
 // waves: how many times the grid should fill the GPU (at 2048 threads per SM). More waves,
-// shorter runs of rows; 1 wave keeps the column-sum workspace small. min_rows: the shortest
-// run of rows per block.
-inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, int64_t min_rows = 1) {
+// shorter runs of rows; 1 wave keeps the column-sum workspace small. max_row_blocks: a cap on
+// the blocks down the rows (0: none).
+inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, int64_t max_row_blocks = 0) {
   RowTiling t{};
   t.rows = rows;
   t.cols = cols;
@@ -48,7 +50,10 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   int64_t want = static_cast<int64_t>(slots / static_cast<double>(t.col_blocks));
   want = want < 1 ? 1 : (want > rows ? rows : want);
   t.rows_per_block = rows > 0 ? (rows + want - 1) / want : 1;
-  if (t.rows_per_block < min_rows) t.rows_per_block = min_rows;
+  if (max_row_blocks > 0 && rows > 0) {
+    const int64_t floor_rows = (rows + max_row_blocks - 1) / max_row_blocks;
+    if (t.rows_per_block < floor_rows) t.rows_per_block = floor_rows;
+  }
   t.row_blocks = rows > 0 ? (rows + t.rows_per_block - 1) / t.rows_per_block : 0;
   return t;
 }

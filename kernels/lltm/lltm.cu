@@ -166,7 +166,7 @@ template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = vec_for<T>(p.state, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMinSumRows);
+  const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   if (t.blocks() > 0) {
     const unsigned blocks = static_cast<unsigned>(t.blocks());
     if (vec > 1) backward_kernel<T, 16 / sizeof(T)><<<blocks, t.threads, 0, stream>>>(p, t);
@@ -186,7 +186,7 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
     vec = vec_for<T>(state, aligned);
     return nullptr;
   });
-  return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMinSumRows).row_blocks;
+  return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;
 }
 
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
