@@ -144,3 +144,42 @@ def test_bad_arguments_are_named(kwargs, message, session):
 def test_timing_a_function_needs_inputs():
     with pytest.raises(ValueError, match="inputs: timing a function needs inputs="):
         wb.bench(lambda x: x, lambda x: x)
+
+
+def test_training_steps_get_rows_of_their_own_beside_both_baselines(session):
+    report = wb.bench("relu_scale", device="cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
+                      session=session, seed=3, backward=True)
+    assert report.ok, report.rows
+    steps = {r["provider"]: r for r in report.rows if r["op"] == "relu_scale fwd+bwd"}
+    assert set(steps) == {"kwb", "eager", "torch.compile"}
+    for r in steps.values():
+        assert r["median_us"] > 0 and r["gbps"] is None  # the bytes model is the forward's, not the step's
+    assert steps["kwb"]["speedup_vs_compile"] == pytest.approx(steps["torch.compile"]["median_us"] / steps["kwb"]["median_us"])
+    plain = wb.bench("relu_scale", device="cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
+                     session=session, seed=3, baselines="none")
+    assert {r["op"] for r in plain.rows} == {"relu_scale"}  # backward=False: forward rows only
+
+
+def test_a_training_step_with_a_wrong_gradient_is_refused(session, monkeypatch):
+    # (x + |x|) / 2 is relu exactly, but its gradient at 0 is 1/2 where the kernel's (torch.relu's)
+    # is 0; the spec's inputs hold exact zeros, so the step's gradient must disagree while the
+    # forward agrees
+    import dataclasses
+    import types
+
+    k = wb.load("relu_scale", device="cpu")
+    op = dataclasses.replace(k.spec.SPEC.op("relu_scale"), reference=lambda x, alpha: (x + x.abs()) / 2 * alpha)
+    monkeypatch.setattr(k, "_spec", types.SimpleNamespace(SPEC=wb.spec.KernelSpec(ops=[op])))
+    report = wb.bench(k, device="cpu", dtypes=["float32"], sizes=[(5000,)], baselines="none", session=session,
+                      seed=1, backward=True)
+    by = {r["op"]: r for r in report.rows}
+    assert by["relu_scale"]["status"] == "ok"
+    assert by["relu_scale fwd+bwd"]["status"].startswith("wrong result, not timed: output[1]")  # the gradient
+    assert by["relu_scale fwd+bwd"]["median_us"] is None
+
+
+def test_count_measurements_counts_training_steps():
+    k = wb.load("relu_scale", device="cpu")
+    fwd = benchmark.count_measurements(k, "cpu", dtypes=[torch.float32], sizes=[(10,)])
+    both = benchmark.count_measurements(k, "cpu", dtypes=[torch.float32], sizes=[(10,)], backward=True)
+    assert (fwd, both) == (6, 9)  # relu_scale and relu_scale_backward x 3 providers, + relu_scale's step x 3

@@ -244,3 +244,16 @@ def test_markdown_and_text_forms_show_the_verdict(faults):
     md = report._repr_markdown_()
     assert "| op | checked | dtype |" in md and "FAIL" in md and "Failures:" in md
     assert "FAIL planted_faults.skip_last output, float32, shape [37]" in str(report)
+
+
+def test_a_norm_only_tolerance_forgives_one_outlier_but_not_a_nan():
+    ref = torch.ones(10000, dtype=torch.float64)
+    out = ref.clone()
+    out[7] = 1.5  # one element far outside 1e-3, the norm barely moves
+    strict, norm_only = Tolerance(1e-3, 1e-3, 1e-2), Tolerance(1e-3, 1e-3, 1e-2, elementwise=False)
+    assert not compare(out, ref, strict).passed
+    assert compare(out, ref, norm_only).passed
+    out[8] = float("nan")
+    assert not compare(out, ref, norm_only).passed
+    out = ref * 1.1  # every element off by 10%: the norm catches it
+    assert not compare(out, ref, norm_only).passed

@@ -29,7 +29,10 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
         assert section in index
     bench = results.read(folder / "bench.csv")
     ops = {r["op"] for r in bench}
-    assert ops == {"relu_scale", "relu_scale_backward", "vector_add"}
+    forward = {"relu_scale", "relu_scale_backward", "vector_add", "polynomial_activation", "polynomial_activation_backward",
+               "bias_gelu_tanh", "bias_gelu_erf", "lltm"}
+    with_grads = {"relu_scale", "vector_add", "polynomial_activation", "bias_gelu_tanh", "bias_gelu_erf", "lltm"}
+    assert ops == forward | {op + " fwd+bwd" for op in with_grads}  # training steps by default
     for op in ops:
         assert {r["provider"] for r in bench if r["op"] == op} == {"kwb", "eager", "torch.compile"}
     assert all(r["status"] == "ok" and r["median_us"] > 0 for r in bench)
@@ -38,7 +41,8 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
     assert checks and all(r["passed"] for r in checks)
     assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}
     pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
-    assert pngs == ["check_errors.png", "latency_relu_scale.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
+    assert pngs == ["check_errors.png", "latency_bias_gelu.png", "latency_lltm.png", "latency_polynomial_activation.png",
+                    "latency_relu_scale.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
     assert all(f"plots/{name}" in index for name in pngs)
     assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
 
@@ -111,7 +115,7 @@ def test_kwb_check_shows_the_first_mismatch_and_the_seed(tmp_path):
 
 def test_kwb_bench_appends_to_the_devices_csv(tmp_path):
     res = kwb("bench", "relu_scale", "--device", "cpu", "--dtype", "float32", "--sizes", "2^10,1000", "--baselines", "eager",
-              "--out", str(tmp_path))
+              "--no-backward", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     [csv_path] = list(tmp_path.glob("*/bench.csv"))
     rows = results.read(csv_path)

@@ -3,6 +3,7 @@ sentence when the machine cannot do what was asked."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import workbench as wb
 from conftest import TINY_CPP, write_tiny_kernel
@@ -144,3 +145,19 @@ def test_kwb_list_names_why_a_cuda_state_cannot_be_built(monkeypatch):
     monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
     state = cli._state(sources.resolve("relu_scale"), "cuda")
     assert state.startswith("cannot build: cannot build relu_scale for CUDA: nvcc was not found")
+
+
+def test_ops_py_register_returning_something_else_than_a_dict_is_refused(tmp_path):
+    folder = write_tiny_kernel(tmp_path / "badops")
+    (folder / "ops.py").write_text("def register(ops):\n    return [ops.add_value]\n")
+    with pytest.raises(wb.errors.LoadError, match="register\\(ops\\) returned list; it must return None or a dict"):
+        wb.load(folder, device="cpu")
+
+
+def test_ops_py_public_functions_are_exposed_like_ops(tmp_path):
+    folder = write_tiny_kernel(tmp_path / "withfn")
+    (folder / "ops.py").write_text("def register(ops):\n    def twice(x):\n        return ops.add_value(ops.add_value(x))\n"
+                                   "    return {'twice': twice}\n")
+    k = wb.load(folder, device="cpu")
+    assert k.ops == ["add_value", "twice"]
+    assert k.twice(torch.zeros(3)).tolist() == [2.0, 2.0, 2.0]
