@@ -57,12 +57,25 @@ __device__ __forceinline__ A gelu_grad(A v) {
 
 template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
 
+// This thread's first column (c < cols) and its run of rows [r0, r1) under tiling t.
+struct Place {
+  int64_t c, r0, r1, row_block;
+};
+
+__device__ __forceinline__ Place place(const kwb::RowTiling& t, int vec) {
+  const int64_t col_block = blockIdx.x % t.col_blocks;
+  const int64_t row_block = blockIdx.x / t.col_blocks;
+  const int64_t r0 = row_block * t.rows_per_block;
+  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
+  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
+}
+
 template <typename T, int kVec, bool kTanh>
 __global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
                                                       T* __restrict__ y, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const kwb::RowPlace p = kwb::row_place(t, kVec);
+  const Place p = place(t, kVec);
   if (p.c >= t.cols) return;
   const V bv = *reinterpret_cast<const V*>(bias + p.c);
   A b[kVec];
@@ -92,7 +105,7 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
                                                        kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const kwb::RowPlace p = kwb::row_place(t, kVec);
+  const Place p = place(t, kVec);
   if (p.c >= t.cols) return;
   const V bv = *reinterpret_cast<const V*>(bias + p.c);
   A b[kVec], sum[kVec];
@@ -132,12 +145,19 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
   }
 }
 
+// 16-byte vectors when the pointers are aligned and a row is a whole number of vectors.
+template <typename T>
+int vec_for(int64_t cols, bool aligned) {
+  constexpr int kVec = 16 / sizeof(T);
+  return aligned && cols % kVec == 0 ? kVec : 1;
+}
+
 constexpr double kForwardWaves = 4;   // short runs of rows, many blocks
 constexpr double kBackwardWaves = 1;  // long runs: a small column-sum workspace
 
 template <typename T, bool kTanh>
 const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) {
-  const int vec = kwb::row_vec<T>(p.cols, aligned);
+  const int vec = vec_for<T>(p.cols, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kForwardWaves);
   if (t.blocks() == 0) return nullptr;
   const auto* x = static_cast<const T*>(p.x);
@@ -152,7 +172,7 @@ const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) 
 template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
-  const int vec = kwb::row_vec<T>(p.cols, aligned);
+  const int vec = vec_for<T>(p.cols, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
@@ -174,7 +194,7 @@ const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t
 int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
   int vec = 1;
   KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = kwb::row_vec<T>(cols, aligned);
+    vec = vec_for<T>(cols, aligned);
     return nullptr;
   });
   return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;

@@ -58,27 +58,6 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   return t;
 }
 
-// 16-byte vectors when the pointers are aligned and a row is a whole number of them, else 1.
-template <typename T>
-int row_vec(int64_t cols, bool aligned) {
-  constexpr int kVec = 16 / sizeof(T);
-  return aligned && cols % kVec == 0 ? kVec : 1;
-}
-
-// Inside a kernel launched with tiling t: this thread's first column c (its kVec columns are
-// c .. c + vec - 1; c >= cols means the thread has none) and its run of rows [r0, r1).
-struct RowPlace {
-  int64_t c, r0, r1, row_block;
-};
-
-__device__ __forceinline__ RowPlace row_place(const RowTiling& t, int vec) {
-  const int64_t col_block = blockIdx.x % t.col_blocks;
-  const int64_t row_block = blockIdx.x / t.col_blocks;
-  const int64_t r0 = row_block * t.rows_per_block;
-  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
-  return {(col_block * static_cast<int64_t>(blockDim.x) + threadIdx.x) * vec, r0, r1, row_block};
-}
-
 // out[c] = sum over r of partial[r, c], r = 0 .. row_blocks-1, for c < cols. A block takes
 // 32 columns (128-byte rows of fp32) and 8 lanes down the rows: lane y adds rows y, y + 8, ...,
 // then lane 0 adds the 8 lane sums in order, so the result never depends on timing.

@@ -28,11 +28,23 @@ __device__ __forceinline__ double tanh_(double v) { return tanh(v); }
 template <typename A> __device__ __forceinline__ A sigmoid(A z) { return A(1) / (A(1) + exp_(-z)); }
 template <typename A> __device__ __forceinline__ A elu(A z) { return z > A(0) ? z : expm1_(z); }  // alpha = 1
 
+struct Place {
+  int64_t c, r0, r1, row_block;
+};
+
+__device__ __forceinline__ Place place(const kwb::RowTiling& t, int vec) {
+  const int64_t col_block = blockIdx.x % t.col_blocks;
+  const int64_t row_block = blockIdx.x / t.col_blocks;
+  const int64_t r0 = row_block * t.rows_per_block;
+  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
+  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
+}
+
 template <typename T, int kVec>
 __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const kwb::RowPlace at = kwb::row_place(t, kVec);
+  const Place at = place(t, kVec);
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
@@ -72,7 +84,7 @@ template <typename T, int kVec>
 __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const kwb::RowPlace at = kwb::row_place(t, kVec);
+  const Place at = place(t, kVec);
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
@@ -130,12 +142,18 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
   }
 }
 
+template <typename T>
+int vec_for(int64_t state, bool aligned) {
+  constexpr int kVec = 16 / sizeof(T);
+  return aligned && state % kVec == 0 ? kVec : 1;
+}
+
 constexpr double kForwardWaves = 4;
 constexpr double kBackwardWaves = 1;  // long runs of rows: a small bias-gradient workspace
 
 template <typename T>
 const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t stream) {
-  const int vec = kwb::row_vec<T>(p.state, aligned);
+  const int vec = vec_for<T>(p.state, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kForwardWaves);
   if (t.blocks() == 0) return nullptr;
   const unsigned blocks = static_cast<unsigned>(t.blocks());
@@ -147,7 +165,7 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
-  const int vec = kwb::row_vec<T>(p.state, aligned);
+  const int vec = vec_for<T>(p.state, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   if (t.blocks() > 0) {
     const unsigned blocks = static_cast<unsigned>(t.blocks());
@@ -165,7 +183,7 @@ const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t str
 int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dtype, bool aligned) {
   int vec = 1;
   KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = kwb::row_vec<T>(state, aligned);
+    vec = vec_for<T>(state, aligned);
     return nullptr;
   });
   return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;
