@@ -257,3 +257,13 @@ def test_a_norm_only_tolerance_forgives_one_outlier_but_not_a_nan():
     assert not compare(out, ref, norm_only).passed
     out = ref * 1.1  # every element off by 10%: the norm catches it
     assert not compare(out, ref, norm_only).passed
+
+
+def test_gradients_are_reported_with_the_tolerance_they_were_judged_by():
+    k = wb.load("bias_gelu", device="cpu")
+    report = wb.check(k, device="cpu", ops=["bias_gelu_tanh"], dtypes=["float32"], shapes=[(3, 37)], seed=0)
+    assert report.passed, str(report)
+    op = k.spec.SPEC.op("bias_gelu_tanh")
+    by_what = {r["what"]: r for r in report.rows()}
+    assert by_what["output"]["atol"] == op.tolerance(torch.float32).atol == 1e-6
+    assert by_what["grad x"]["atol"] == by_what["grad bias"]["atol"] == op.tolerance(torch.float32, grad=True).atol == 1e-4

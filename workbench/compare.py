@@ -47,6 +47,7 @@ class Comparison:
     numel: int = 0
     first_mismatches: list[Mismatch] = field(default_factory=list)
     histogram: list[int] = field(default_factory=list)  # counts per HIST bin
+    tolerance: Tolerance | None = None  # what it was judged by (gradients may have their own)
 
 
 def histogram_edges() -> list[float]:
@@ -101,7 +102,7 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     hist = torch.histc(log_rel, bins=HIST_BINS, min=HIST_LO, max=HIST_HI).long().tolist() if log_rel.numel() else [0] * HIST_BINS
 
     result = Comparison(
-        what, True, numel=n, mismatched=mismatched, histogram=hist,
+        what, True, numel=n, tolerance=tol, mismatched=mismatched, histogram=hist,
         max_abs=float(diff.max()), max_rel=float(rel.max()), rel_l2=rel_l2,
     )
     if mismatched:

@@ -112,6 +112,11 @@ def poisoned_outputs():
         torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
+def _tolerance_columns(tol: Tolerance | None) -> dict:
+    return dict(atol=tol.atol if tol else "", rtol=tol.rtol if tol else "",
+                rel_l2_tol=tol.rel_l2 if tol and tol.rel_l2 is not None else "")
+
+
 @dataclass
 class CaseResult:
     """One op at one dtype and shape: its output(s) and gradients against the reference."""
@@ -156,9 +161,7 @@ class CheckReport:
         for case in self.cases:
             base = dict(kernel=case.kernel, op=case.op, dtype=dtype_name(case.dtype), shape=case.shape_text,
                         seed=case.seed, device=self.device)
-            tol = case.tolerance
-            tol_cols = dict(atol=tol.atol if tol else "", rtol=tol.rtol if tol else "",
-                            rel_l2_tol=tol.rel_l2 if tol and tol.rel_l2 is not None else "")
+            tol_cols = _tolerance_columns(case.tolerance)
             if case.error:
                 rows.append({**base, "what": "output", **tol_cols, "max_abs": "", "max_rel": "", "rel_l2": "",
                              "mismatched": "", "numel": "", "passed": False, "detail": case.error})
@@ -167,7 +170,9 @@ class CheckReport:
                 detail = c.reason
                 if c.first_mismatches:
                     detail += "; first: " + "; ".join(str(m) for m in c.first_mismatches)
-                rows.append({**base, "what": c.what, **tol_cols, "max_abs": c.max_abs, "max_rel": c.max_rel,
+                # a gradient is judged by its own tolerance where the spec gives one
+                judged_by = _tolerance_columns(c.tolerance) if c.tolerance is not None else tol_cols
+                rows.append({**base, "what": c.what, **judged_by, "max_abs": c.max_abs, "max_rel": c.max_rel,
                              "rel_l2": c.rel_l2, "mismatched": c.mismatched, "numel": c.numel,
                              "passed": c.passed, "detail": detail})
         return rows
@@ -185,7 +190,7 @@ class CheckReport:
                 key = (case.kernel, case.op, c.what, dtype_name(case.dtype))
                 acc = sums.setdefault(key, [0] * len(c.histogram))
                 sums[key] = [a + b for a, b in zip(acc, c.histogram)]
-                tols[key] = case.tolerance
+                tols[key] = c.tolerance or case.tolerance
         rows = []
         for (kernel, op, what, dtype), counts in sums.items():
             tol = tols[(kernel, op, what, dtype)]
