@@ -78,7 +78,7 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
         return Comparison(what, False, f"dtype {out.dtype}, expected {expected_dtype}", numel=out.numel())
     n = out.numel()
     if n == 0:
-        return Comparison(what, True, numel=0, histogram=[0] * HIST_BINS)
+        return Comparison(what, True, numel=0, tolerance=tol, histogram=[0] * HIST_BINS)
 
     o = out.detach().to(device=ref.device, dtype=torch.float64)
     r = ref.detach().to(torch.float64)

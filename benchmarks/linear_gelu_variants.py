@@ -1,0 +1,65 @@
+"""linear_gelu, from the tutorials' kernel to the shipped route, side by side (llm.c's
+dev/cuda style): each variant is validated, then timed with the harness beside eager PyTorch,
+torch.compile and cuBLASLt's GELU + bias epilogue.
+
+    python benchmarks/linear_gelu_variants.py [--out DIR]     # needs a CUDA GPU
+
+naive    one thread per output, the dot product from global memory (kernels/linear_gelu: the
+         tutorials' kernel, kept for teaching)
+tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
+shipped  k.linear_gelu: the tiled kernel for fp32 batches of at most 64 rows, else cuBLASLt
+         (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
+
+Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
+reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import workbench as wb
+
+SMALL = [(1, 768, 3072), (8, 768, 3072), (32, 768, 3072), (64, 768, 3072), (128, 768, 3072), (512, 768, 3072)]
+LARGE = [(2048, 4096, 4096), (8192, 4096, 16384)]
+
+
+def show(report) -> None:
+    for r in report.rows:
+        print(f"{r['dtype']:>5} {r['op']:>34} {r['provider']:>10} {r['median_us'] or 0:10.1f} us "
+              f"{(r.get('tflops') or 0):7.1f} TFLOP/s  {r['status']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
+    args = parser.parse_args()
+    k = wb.load("linear_gelu")
+    spec = k.spec
+    variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "shipped": k.linear_gelu,
+                "cublaslt": spec.addmm_gelu}
+    cases = [(torch.float32, "none", SMALL), (torch.float32, "tanh", SMALL[2:3]),
+             (torch.bfloat16, "tanh", SMALL[2:3] + LARGE)]
+    for dtype, approximate, sizes in cases:
+        for size in sizes:
+            m, kk, n = size
+            args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
+            for name, fn in variants.items():
+                if name == "naive" and m * kk * n > 2048 * 4096 * 4096:
+                    continue  # seconds a call
+                if name == "tiled" and m * kk * n > 2048 * 4096 * 4096:
+                    continue
+                if name == "cublaslt" and approximate != "tanh":
+                    continue  # its epilogue is the tanh form only
+                report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
+                                  label=name, baselines="eager,compile" if name == "shipped" else "none",
+                                  flops=spec.flops(size, dtype), bytes_moved=spec.bytes_moved(size, dtype),
+                                  tolerance=spec.TOLERANCES)
+                show(report)
+                if args.out:
+                    report.save(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+// LayerNorm and RMSNorm over the last dimension, forward and backward, as one implementation
+// templated on kCentered (LayerNorm: subtract the mean, add a bias). layernorm.cu and
+// rmsnorm.cu instantiate it; the geometry is kwb_rowwise.cuh's.
+//
+// Forward, per row: the statistics (mean and rstd) from the row in registers, then
+// y = xhat * w (+ b), xhat = (x - mean) * rstd; mean and rstd are saved (fp32) for backward.
+// Bytes at bf16 16384 x 4096: read x, write y = 268 MB, 89 us at the H100's 3.0 TB/s copy
+// ceiling (eager LayerNorm 121 us, torch.compile 108 us; RMSNorm compiled 95 us).
+//
+// Backward, per row, with g = grad * w:
+//   grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
+//   grad_w = sum over rows of grad * xhat,  grad_b = sum over rows of grad
+// A fixed grid of one wave walks the rows; each thread keeps its columns' grad_w / grad_b
+// sums in registers and writes them once to a workspace row, and column_sums() adds the
+// workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
+// grad_x = 403 MB at bf16 16384 x 4096 (134 us), plus 2 x 528 x 4096 fp32 partials (17 MB).
+//
+// Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
+// that): two passes per row
+// (statistics, then the write), and the weight/bias gradients from a separate column kernel
+// that reads grad and x once more.
+#pragma once
+#include "kwb_norm.h"
+#include "kwb_rowwise.cuh"
+
+namespace kwb {
+namespace {
+
+// Vectors per thread: the forward holds x (4 x 16 bytes in flight, 128 threads for a 4096
+// bf16 row); the backward holds grad, x, w and 2 column sums per element: 1 vector each, as
+// 2 vectors at 1024 threads spilled (ptxas: 348 bytes of spill stores, bf16 LayerNorm). So
+// the backward keeps rows of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
+constexpr int kNormForwardVecs = 4, kNormBackwardVecs = 1;
+
+template <typename T, int kVec, int kVecs, bool kCentered>
+__global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(NormParams p, int tpr) {
+  __shared__ float scratch[32];
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  T* y = static_cast<T*>(p.y);
+  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < p.rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = base + threadIdx.x / tpr;
+    const int64_t n = r < p.rows ? p.cols : 0;  // a group past the last row holds no columns
+    RowRegs<T, kVec, kVecs> in;
+    in.load(x + r * p.cols, n, lane, tpr);
+    float mean = 0.f;
+    if constexpr (kCentered) {
+      float s = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i)
+        if (in.in_row(i, lane, tpr, n))
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) s += in.at(i, j);
+      mean = row_reduce(s, tpr, scratch, SumOp()) * inv_cols;
+    }
+    // The variance from the centered values (held in registers, so a second pass is free):
+    // no E[x^2] - E[x]^2 cancellation.
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      if (in.in_row(i, lane, tpr, n))
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float d = in.at(i, j) - mean;
+          ss += d * d;
+        }
+    const float rstd = rsqrtf(row_reduce(ss, tpr, scratch, SumOp()) * inv_cols + p.eps);
+    if (lane == 0 && r < p.rows) {
+      if constexpr (kCentered) p.mean[r] = mean;
+      p.rstd[r] = rstd;
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (!in.in_row(i, lane, tpr, n)) continue;
+      const int64_t c = in.col(i, lane, tpr);
+      float wv[kVec], out[kVec];
+      load_vec<T, kVec>(w + c, wv);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) out[j] = (in.at(i, j) - mean) * rstd * wv[j];
+      if constexpr (kCentered) {
+        float bv[kVec];
+        load_vec<T, kVec>(b + c, bv);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) out[j] += bv[j];
+      }
+      store_vec<T, kVec>(y + r * p.cols + c, out);
+    }
+  }
+}
+
+template <typename T, int kVec, bool kCentered>
+__global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
+  __shared__ float scratch[32];
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.weight);
+  const T* b = static_cast<const T*>(p.bias);
+  T* y = static_cast<T*>(p.y);
+  const int64_t nv = p.cols / kVec;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const T* xr = x + r * p.cols;
+    // One pass for both moments, shifted by the row's first element (a value of the row's
+    // own scale): sum((x - k)^2) - sum(x - k)^2 / n cancels far less than with k = 0.
+    const float k = kCentered ? to_acc<float>(xr[0]) : 0.f;
+    float s = 0.f, ss = 0.f;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float v[kVec];
+      load_vec<T, kVec>(xr + i * kVec, v);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float d = v[j] - k;
+        s += d;
+        ss += d * d;
+      }
+    }
+    float mean = 0.f, var;
+    ss = row_reduce(ss, blockDim.x, scratch, SumOp()) * inv_cols;
+    if constexpr (kCentered) {
+      const float ds = row_reduce(s, blockDim.x, scratch, SumOp()) * inv_cols;
+      mean = k + ds;
+      var = fmaxf(ss - ds * ds, 0.f);
+    } else {
+      var = ss;
+    }
+    const float rstd = rsqrtf(var + p.eps);
+    if (threadIdx.x == 0) {
+      if constexpr (kCentered) p.mean[r] = mean;
+      p.rstd[r] = rstd;
+    }
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float v[kVec], wv[kVec];
+      load_vec<T, kVec>(xr + i * kVec, v);
+      load_vec<T, kVec>(w + i * kVec, wv);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v[j] = (v[j] - mean) * rstd * wv[j];
+      if constexpr (kCentered) {
+        float bv[kVec];
+        load_vec<T, kVec>(b + i * kVec, bv);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[j] += bv[j];
+      }
+      store_vec<T, kVec>(y + r * p.cols + i * kVec, v);
+    }
+  }
+}
+
+// grad_x of one row from its sums: rstd * (g - mean(g) - xhat * mean(g * xhat)).
+__device__ __forceinline__ float norm_grad_x(float g, float xhat, float rstd, float mean_g, float mean_gx) {
+  return rstd * (g - mean_g - xhat * mean_gx);
+}
+
+template <typename T, int kVec, int kVecs, bool kCentered>
+__global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(NormBackwardParams p, int tpr) {
+  __shared__ float scratch[32];
+  const T* grad = static_cast<const T*>(p.grad);
+  const T* x = static_cast<const T*>(p.x);
+  T* gx = static_cast<T*>(p.grad_x);
+  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  RowRegs<T, kVec, kVecs> w;  // the weight, loaded once for every row this thread visits
+  w.load(static_cast<const T*>(p.weight), p.cols, lane, tpr);
+  float sum_w[kVecs][kVec] = {}, sum_b[kVecs][kVec] = {};
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < p.rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
+    const int64_t r = base + threadIdx.x / tpr;
+    const bool valid = r < p.rows;
+    const int64_t n = valid ? p.cols : 0;
+    RowRegs<T, kVec, kVecs> g, in;
+    g.load(grad + r * p.cols, n, lane, tpr);
+    in.load(x + r * p.cols, n, lane, tpr);
+    const float mean = kCentered && valid ? p.mean[r] : 0.f;
+    const float rstd = valid ? p.rstd[r] : 0.f;
+    float sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      if (g.in_row(i, lane, tpr, n))
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float gw = g.at(i, j) * w.at(i, j), xhat = (in.at(i, j) - mean) * rstd;
+          sg += gw;
+          sgx += gw * xhat;
+          sum_w[i][j] += g.at(i, j) * xhat;
+          sum_b[i][j] += g.at(i, j);
+        }
+    const float mean_g = kCentered ? row_reduce(sg, tpr, scratch, SumOp()) * inv_cols : 0.f;
+    const float mean_gx = row_reduce(sgx, tpr, scratch, SumOp()) * inv_cols;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (!g.in_row(i, lane, tpr, n)) continue;
+      float d[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        d[j] = norm_grad_x(g.at(i, j) * w.at(i, j), (in.at(i, j) - mean) * rstd, rstd, mean_g, mean_gx);
+      store_vec<T, kVec>(gx + r * p.cols + g.col(i, lane, tpr), d);
+    }
+  }
+  // This row group's column sums: workspace row blockIdx.x * rpb + group (every group writes,
+  // zeros if it had no rows, so column_sums() reads only written values).
+  const int64_t ws_rows = static_cast<int64_t>(gridDim.x) * rpb;
+  const int64_t ws_row = static_cast<int64_t>(blockIdx.x) * rpb + threadIdx.x / tpr;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    if (!w.in_row(i, lane, tpr, p.cols)) continue;
+    const int64_t c = w.col(i, lane, tpr);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      p.workspace[ws_row * p.cols + c + j] = sum_w[i][j];
+      if constexpr (kCentered) p.workspace[(ws_rows + ws_row) * p.cols + c + j] = sum_b[i][j];
+    }
+  }
+}
+
+template <typename T, int kVec, bool kCentered>
+__global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p) {
+  __shared__ float scratch[32];
+  const T* grad = static_cast<const T*>(p.grad);
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.weight);
+  T* gx = static_cast<T*>(p.grad_x);
+  const int64_t nv = p.cols / kVec;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    const float mean = kCentered ? p.mean[r] : 0.f, rstd = p.rstd[r];
+    float sg = 0.f, sgx = 0.f;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float g[kVec], v[kVec], wv[kVec];
+      load_vec<T, kVec>(grad + r * p.cols + i * kVec, g);
+      load_vec<T, kVec>(x + r * p.cols + i * kVec, v);
+      load_vec<T, kVec>(w + i * kVec, wv);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        sg += g[j] * wv[j];
+        sgx += g[j] * wv[j] * (v[j] - mean) * rstd;
+      }
+    }
+    const float mean_g = kCentered ? row_reduce(sg, blockDim.x, scratch, SumOp()) * inv_cols : 0.f;
+    const float mean_gx = row_reduce(sgx, blockDim.x, scratch, SumOp()) * inv_cols;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      float g[kVec], v[kVec], wv[kVec];
+      load_vec<T, kVec>(grad + r * p.cols + i * kVec, g);
+      load_vec<T, kVec>(x + r * p.cols + i * kVec, v);
+      load_vec<T, kVec>(w + i * kVec, wv);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) v[j] = norm_grad_x(g[j] * wv[j], (v[j] - mean) * rstd, rstd, mean_g, mean_gx);
+      store_vec<T, kVec>(gx + r * p.cols + i * kVec, v);
+    }
+  }
+}
+
+// The long-row path's weight (and bias) gradients: a thread owns a column and walks a run of
+// rows (kwb_rows.cuh's tiling), writing its run's sums to the workspace.
+template <typename T, bool kCentered>
+__global__ void __launch_bounds__(256) norm_param_grads(NormBackwardParams p, RowTiling t) {
+  const T* grad = static_cast<const T*>(p.grad);
+  const T* x = static_cast<const T*>(p.x);
+  const int64_t col_block = blockIdx.x % t.col_blocks, row_block = blockIdx.x / t.col_blocks;
+  const int64_t c = col_block * blockDim.x + threadIdx.x;
+  if (c >= t.cols) return;
+  const int64_t r0 = row_block * t.rows_per_block;
+  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
+  float sw = 0.f, sb = 0.f;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float g = to_acc<float>(grad[r * t.cols + c]);
+    const float mean = kCentered ? p.mean[r] : 0.f;
+    sw += g * (to_acc<float>(x[r * t.cols + c]) - mean) * p.rstd[r];
+    sb += g;
+  }
+  p.workspace[row_block * t.cols + c] = sw;
+  if constexpr (kCentered) p.workspace[(t.row_blocks + row_block) * t.cols + c] = sb;
+}
+
+inline unsigned norm_grid(int64_t grid) { return static_cast<unsigned>(grid < 0x7fffffff ? grid : 0x7fffffff); }
+
+template <typename T>
+RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
+  return rowwise_launch(rows, cols, row_vec<T>(cols, aligned), kNormBackwardVecs, true, kNormBackwardVecs);
+}
+
+template <typename T>
+RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
+  return row_tiling(rows, cols, 1, 1.0, kMaxSumBlocks);
+}
+
+// Rows of each of the (1 or 2) workspace planes the backward needs.
+template <typename T>
+int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
+  const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
+  if (L.vecs == 0) return norm_param_tiling<T>(rows, cols).row_blocks;
+  return L.grid * L.rows_per_block;
+}
+
+template <typename T, bool kCentered>
+const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream) {
+  const int vec = row_vec<T>(p.cols, aligned);
+  const RowwiseLaunch L = rowwise_launch(p.rows, p.cols, vec, kNormForwardVecs, false);
+  if (L.grid == 0 || p.cols == 0) return nullptr;
+  const bool wide = vec > 1;
+  if (L.vecs == 0) {
+    if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+    else norm_forward_loop<T, 1, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+  } else {
+    KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
+      if (wide) norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+      else norm_forward_regs<T, 1, kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+    });
+  }
+  return last_launch_error();
+}
+
+template <typename T, bool kCentered>
+const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_t stream) {
+  if (p.cols == 0) return nullptr;
+  const int vec = row_vec<T>(p.cols, aligned);
+  const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, aligned);
+  const bool wide = vec > 1;
+  int64_t ws_rows;
+  if (L.vecs == 0) {
+    if (L.grid > 0) {
+      if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+      else norm_backward_loop<T, 1, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+    }
+    const RowTiling t = norm_param_tiling<T>(p.rows, p.cols);
+    ws_rows = t.row_blocks;
+    if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
+  } else {
+    ws_rows = L.grid * L.rows_per_block;
+    if (L.grid > 0) {
+      constexpr int kVecs = kNormBackwardVecs;
+      if (wide) norm_backward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+      else norm_backward_regs<T, 1, kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+    }
+  }
+  // 0 rows: no partials, and the sums come out zero
+  column_sums(p.workspace, static_cast<T*>(p.grad_weight), ws_rows, p.cols, stream);
+  if constexpr (kCentered) column_sums(p.workspace + ws_rows * p.cols, static_cast<T*>(p.grad_bias), ws_rows, p.cols, stream);
+  return last_launch_error();
+}
+
+}  // namespace
+}  // namespace kwb

@@ -1,0 +1,172 @@
+// Row-wise reductions over the last dimension (softmax, LayerNorm, RMSNorm): the launch
+// geometry, a reduction over the threads of one row, and row loads/stores.
+//
+// Two paths, chosen per launch by rowwise_launch():
+//
+// - Register path: a row lives in the registers of `tpr` threads (a power of two, 1 to 1024),
+//   each holding `vecs` 16-byte vectors (1, 2 or 4) at columns (i * tpr + lane) * kVec, so a
+//   warp's loads of vector i are one contiguous run. x is read once and y written once: the
+//   fewest bytes there are. Short rows share a block (a 128-thread block holds 128 / tpr
+//   rows), long rows take up to 1024 threads. Rows of up to 2048 vectors fit: 8192 fp32 or
+//   16384 bf16 elements (2048 with 1-element "vectors", when a row is not a whole number of
+//   16-byte vectors or a pointer is not 16-byte aligned).
+// - Looping path, for longer rows: 1024 threads per row walk it in two passes (reduce, then
+//   write), reading x twice. A row of 262144 fp32 is 1 MB, and the 264 rows in flight on the
+//   H100 do not fit its 50 MB L2: the second read comes from HBM (predicted 2/3 of the
+//   copy ceiling for a read-write op). The sweep in each kernel's NOTES.md shows where.
+//
+// Rows are visited by a loop over row groups (`for base = blockIdx.x * rows_per_block; ...;
+// base += gridDim.x * rows_per_block`): a forward launches one block per group; a backward
+// that sums over rows (grad_weight) launches a fixed grid and keeps its column sums in
+// registers until the end (see kwb_rows.cuh for the deterministic column_sums()).
+// Every thread of a block runs the same number of iterations, so __syncthreads() in the
+// reductions is safe; threads past the last row compute on zeros and store nothing.
+#pragma once
+#include "kwb_rows.cuh"
+
+namespace kwb {
+namespace {
+
+constexpr int kRowMaxThreads = 1024;
+constexpr int kRowBlockMin = 128;  // short rows: 128 / tpr rows share a block
+
+struct RowwiseLaunch {
+  int vec;             // elements per access: 16 bytes' worth, or 1
+  int vecs;            // vectors per thread in registers (1, 2, 4); 0: the looping path
+  int tpr;             // threads per row, a power of two
+  int block;           // threads per block
+  int rows_per_block;  // block / tpr
+  int64_t grid;        // blocks
+};
+
+inline int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// The most threads a register-path block may have with kVecs vectors per thread: 4 vectors of
+// one tensor are 32 floats, which a 1024-thread block (64 registers a thread) spilled
+// (ptxas: 48 bytes of spill stores in bf16's forward); at 512 threads a thread may use 128.
+constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
+
+// target_vecs: vectors per thread to aim for (fewer threads per row, cheaper reductions, more
+// bytes in flight per thread); max_vecs: the most a kernel may hold. Rows of more than 2048
+// vectors (1024 x 2 or 512 x 4), or of more than 1024 x max_vecs, take the looping path. persistent: a fixed grid of one wave (at 2048 threads per SM) whose blocks
+// loop over rows, for kernels that sum over rows; else one block per row group.
+inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
+                                    int max_vecs = 4) {
+  RowwiseLaunch L{};
+  L.vec = vec;
+  const int64_t nv = (cols + vec - 1) / vec;
+  int64_t tpr = pow2_ceil((nv + target_vecs - 1) / target_vecs);
+  if (tpr > kRowMaxThreads) tpr = kRowMaxThreads;
+  const int64_t vecs = (nv + tpr - 1) / tpr;
+  if (vecs > max_vecs || tpr > row_max_threads(static_cast<int>(vecs))) {
+    L.vecs = 0;
+    L.tpr = kRowMaxThreads;
+  } else {
+    L.vecs = vecs <= 1 ? 1 : (vecs <= 2 ? 2 : 4);
+    L.tpr = static_cast<int>(tpr);
+  }
+  L.block = L.tpr > kRowBlockMin ? L.tpr : kRowBlockMin;
+  L.rows_per_block = L.block / L.tpr;
+  const int64_t groups = (rows + L.rows_per_block - 1) / L.rows_per_block;
+  const int64_t wave = static_cast<int64_t>(sm_count()) * (2048 / L.block);
+  L.grid = persistent && groups > wave ? wave : groups;
+  return L;
+}
+
+// 16-byte vectors when every pointer is aligned and a row is a whole number of them.
+template <typename T>
+int row_vec(int64_t cols, bool aligned) {
+  constexpr int kVec = 16 / sizeof(T);
+  return aligned && cols % kVec == 0 ? kVec : 1;
+}
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  // fmaxf drops a NaN; the row still ends NaN, as PyTorch's does: exp(NaN - max) poisons its sum.
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// op-reduction of v over the tpr threads of this thread's row; every thread gets the result.
+// scratch: 32 floats of shared memory (one per warp). Called by every thread of the block.
+template <typename Op>
+__device__ __forceinline__ float row_reduce(float v, int tpr, float* scratch, Op op) {
+  const int width = tpr < 32 ? tpr : 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    if (o < width) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (tpr <= 32) return v;
+  const int warps = tpr / 32, first = (threadIdx.x / tpr) * warps;
+  __syncthreads();  // the scratch's previous use is over
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float r = scratch[first];
+  for (int w = 1; w < warps; ++w) r = op(r, scratch[first + w]);  // in order: same result on every thread
+  return r;
+}
+
+// A thread's share of one row held raw (not widened to float): bf16 data takes half the
+// registers, which lets a 1024-thread block hold two tensors' worth (64 registers at most).
+template <typename T, int kVec, int kVecs>
+struct RowRegs {
+  Vec<T, kVec> v[kVecs];
+
+  __device__ __forceinline__ static int64_t col(int i, int lane, int tpr) {
+    return (static_cast<int64_t>(i) * tpr + lane) * kVec;
+  }
+  // Columns past the row are not loaded; their values are undefined, and callers skip them
+  // with in_row().
+  __device__ __forceinline__ void load(const T* row, int64_t cols, int lane, int tpr) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      if (col(i, lane, tpr) < cols) v[i] = *reinterpret_cast<const Vec<T, kVec>*>(row + col(i, lane, tpr));
+  }
+  __device__ __forceinline__ static bool in_row(int i, int lane, int tpr, int64_t cols) {
+    return col(i, lane, tpr) < cols;
+  }
+  __device__ __forceinline__ float at(int i, int j) const { return to_acc<float>(v[i].v[j]); }
+};
+
+template <typename T, int kVec>
+__device__ __forceinline__ void store_vec(T* p, const float (&vals)[kVec]) {
+  Vec<T, kVec> out;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) out.v[j] = from_acc<T>(vals[j]);
+  *reinterpret_cast<Vec<T, kVec>*>(p) = out;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void load_vec(const T* p, float (&vals)[kVec]) {
+  const Vec<T, kVec> in = *reinterpret_cast<const Vec<T, kVec>*>(p);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) vals[j] = to_acc<float>(in.v[j]);
+}
+
+// fp32, fp16 and bf16 (the row-wise kernels compute in fp32; the .cpp rejects other types).
+#define KWB_FLOAT_SWITCH(dtype, T, ...)                                              \
+  [&]() -> const char* {                                                             \
+    switch (dtype) {                                                                 \
+      case ::kwb::DType::Float32: { using T = float; return __VA_ARGS__(); }          \
+      case ::kwb::DType::Float16: { using T = __half; return __VA_ARGS__(); }         \
+      case ::kwb::DType::BFloat16: { using T = __nv_bfloat16; return __VA_ARGS__(); } \
+      default: return "unsupported dtype (fp32, fp16 and bf16 only)";                \
+    }                                                                                \
+  }()
+
+// The register path's vectors per thread as a template constant (flash-attention's
+// static_switch.h idea): 1, 2 or 4.
+#define KWB_VECS_SWITCH(vecs, kVecs, ...)           \
+  [&]() {                                            \
+    if ((vecs) == 1) { constexpr int kVecs = 1; return __VA_ARGS__(); } \
+    if ((vecs) == 2) { constexpr int kVecs = 2; return __VA_ARGS__(); } \
+    constexpr int kVecs = 4;                         \
+    return __VA_ARGS__();                            \
+  }()
+
+}  // namespace
+}  // namespace kwb

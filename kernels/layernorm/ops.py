@@ -1,0 +1,58 @@
+"""layernorm's Python face: the public function layernorm(), fake kernels for torch.compile,
+and autograd.
+
+register() is called by the loader with the ops of one build; it returns {"layernorm": layernorm},
+which the loaded kernel exposes as k.layernorm.
+"""
+import torch
+
+
+def _check(op, x, weight, bias=None):
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (the one normalized), got a 0-d tensor")
+    torch._check(weight.dim() == 1 and weight.shape[0] == x.shape[-1],
+                 lambda: f"{op}: weight must be 1-D with x's last dimension ({x.shape[-1]}) as its length, got shape {list(weight.shape)}")
+    if bias is not None:
+        torch._check(bias.dim() == 1 and bias.shape[0] == x.shape[-1],
+                     lambda: f"{op}: bias must be 1-D with x's last dimension ({x.shape[-1]}) as its length, got shape {list(bias.shape)}")
+
+
+def _stat(x):
+    """A per-row statistic as the forward returns it: fp32, fp64 for fp64 x."""
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.empty(x.shape[:-1], dtype=dtype, device=x.device)
+
+
+def register(ops):
+    @torch.library.register_fake(ops.qualname("layernorm_forward"))
+    def _(x, weight, bias, eps=1e-5):
+        _check("layernorm_forward", x, weight, bias)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device), _stat(x), _stat(x)
+
+    @torch.library.register_fake(ops.qualname("layernorm_backward"))
+    def _(grad, x, weight, mean, rstd):
+        _check("layernorm_backward", x, weight)
+        return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight), torch.empty_like(weight)
+
+    def setup_context(ctx, inputs, output):
+        x, weight, bias, eps = inputs
+        _, mean, rstd = output
+        ctx.mark_non_differentiable(mean, rstd)
+        ctx.set_materialize_grads(False)  # no zero gradients for mean and rstd: nobody differentiates them
+        ctx.save_for_backward(x, weight, mean, rstd)
+
+    def backward(ctx, grad, _grad_mean, _grad_rstd):
+        if grad is None:
+            return None, None, None, None
+        x, weight, mean, rstd = ctx.saved_tensors
+        grad_x, grad_weight, grad_bias = ops.layernorm_backward(grad, x, weight, mean, rstd)
+        return grad_x, grad_weight, grad_bias, None
+
+    torch.library.register_autograd(ops.qualname("layernorm_forward"), backward, setup_context=setup_context)
+
+    def layernorm(x, weight, bias, eps=1e-5):
+        """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias, as
+        F.layer_norm(x, x.shape[-1:], weight, bias, eps). weight and bias have x's last
+        dimension as their length. Differentiable in x, weight and bias."""
+        return ops.layernorm_forward(x, weight, bias, eps)[0]
+
+    return {"layernorm": layernorm}

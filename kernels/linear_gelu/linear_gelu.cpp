@@ -1,0 +1,295 @@
+// linear_gelu: y = GELU(x W^T + b), the fused Linear + bias + GELU, approximate = "none" (erf)
+// or "tanh", as F.gelu(F.linear(x, W, b), approximate). Op schemas, argument checks, the CPU
+// implementation, the CUDA routes and the registrations; the CUDA kernels are in linear_gelu.cu.
+//
+// CUDA routes (NOTES.md has the measurements behind them):
+//   fp32 with at most kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
+//   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
+//     and the activation in one kernel, no extra pass over y.
+//   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
+//     (cuBLASLt's GELU epilogue is the tanh form only).
+// For training (linear_gelu_forward) the product before the GELU is kept for the backward:
+// addmm, then a GELU pass from it into y.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/_addmm_activation.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/sum.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "kwb_checks.h"
+#include "kwb_library.h"
+#include "linear_gelu.h"
+
+namespace {
+
+// fp32 batches up to this many rows take the tiled kernel; 32 x 768 -> 3072 took 41 us on
+// cuBLAS's fp32 kernel (BASELINES.md). NOTES.md has the measured crossover.
+constexpr int64_t kTiledMaxRows = 64;
+
+bool is_tanh(const char* op, c10::string_view approximate) {
+  if (approximate == "tanh") return true;
+  TORCH_CHECK_VALUE(approximate == "none", op, ": approximate must be 'none' (the erf form) or 'tanh', got '",
+                    std::string(approximate), "'");
+  return false;
+}
+
+// x is [..., k], weight [n, k], bias [n]: one dtype, one device.
+void check_args(const char* op, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                std::initializer_list<at::ScalarType> dtypes, const char* where) {
+  kwb::check_dtype_in(op, "x", x, dtypes, where);
+  kwb::check_same_dtype(op, "x", x, "weight", weight);
+  kwb::check_same_dtype(op, "x", x, "bias", bias);
+  kwb::check_same_device(op, "x", x, "weight", weight);
+  kwb::check_same_device(op, "x", x, "bias", bias);
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have at least one dimension (its features), got a 0-d tensor");
+  TORCH_CHECK(weight.dim() == 2 && weight.size(1) == x.size(-1), op, ": weight must be 2-D [out_features, ",
+              x.size(-1), "] (x's last dimension as its second), got shape ", weight.sizes());
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), op, ": bias must be 1-D with weight's first dimension (",
+              weight.size(0), ") as its length, got shape ", bias.sizes());
+}
+
+// x as [m, k] rows (a view where it can be; k = 0 included), and y's shape [..., n].
+at::Tensor rows_of(const at::Tensor& x) {
+  int64_t m = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
+  return kwb::contiguous(x).reshape({m, x.size(-1)});
+}
+
+std::vector<int64_t> out_shape(const at::Tensor& x, const at::Tensor& weight) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  shape.push_back(weight.size(0));
+  return shape;
+}
+
+// ---- CPU --------------------------------------------------------------------------------
+
+template <typename A>
+A gelu_cpu(A v, bool tanh_form) {
+  if (tanh_form) {
+    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
+    return v / (A(1) + std::exp(A(-2) * u));
+  }
+  return A(0.5) * v * (A(1) + std::erf(v * A(0.7071067811865476)));
+}
+
+template <typename A>
+A gelu_grad_cpu(A v, bool tanh_form) {
+  if (tanh_form) {
+    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
+    const A du = A(0.7978845608028654) * (A(1) + A(3 * 0.044715) * v * v);
+    const A s = A(1) / (A(1) + std::exp(A(-2) * u));
+    return s + v * s * (A(1) - s) * A(2) * du;
+  }
+  return A(0.5) * (A(1) + std::erf(v * A(0.7071067811865476))) + v * std::exp(A(-0.5) * v * v) * A(0.3989422804014327);
+}
+
+// out = gelu(pre) (backward: grad * gelu'(pre)) over every element, on the CPU.
+void gelu_map_cpu(const at::Tensor& pre, const at::Tensor* grad, at::Tensor& out, bool tanh_form) {
+  AT_DISPATCH_FLOATING_TYPES(pre.scalar_type(), "linear_gelu", [&] {
+    const scalar_t* in = pre.const_data_ptr<scalar_t>();
+    const scalar_t* g = grad ? grad->const_data_ptr<scalar_t>() : nullptr;
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, pre.numel(), kwb::kCpuGrain, [=](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) o[i] = g ? g[i] * gelu_grad_cpu(in[i], tanh_form) : gelu_cpu(in[i], tanh_form);
+    });
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cpu(const at::Tensor& x, const at::Tensor& weight,
+                                                           const at::Tensor& bias, c10::string_view approximate) {
+  const bool tanh_form = is_tanh("linear_gelu_forward", approximate);
+  check_args("linear_gelu_forward", x, weight, bias, {at::kFloat, at::kDouble}, "CPU");
+  at::Tensor pre = at::addmm(bias, rows_of(x), weight.t());
+  at::Tensor y = at::empty_like(pre);
+  gelu_map_cpu(pre, nullptr, y, tanh_form);
+  return {y.reshape(out_shape(x, weight)), pre.reshape(out_shape(x, weight))};
+}
+
+at::Tensor linear_gelu_cpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                           c10::string_view approximate) {
+  const bool tanh_form = is_tanh("linear_gelu", approximate);
+  check_args("linear_gelu", x, weight, bias, {at::kFloat, at::kDouble}, "CPU");
+  at::Tensor y = at::addmm(bias, rows_of(x), weight.t());
+  gelu_map_cpu(y, nullptr, y, tanh_form);  // in place: each element read, then written
+  return y.reshape(out_shape(x, weight));
+}
+
+void check_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& pre,
+                    std::initializer_list<at::ScalarType> dtypes, const char* where) {
+  constexpr const char* op = "linear_gelu_backward";
+  kwb::check_dtype_in(op, "x", x, dtypes, where);
+  kwb::check_same_dtype(op, "x", x, "weight", weight);
+  kwb::check_same_device(op, "x", x, "weight", weight);
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && weight.size(1) == x.size(-1), op,
+              ": weight must be 2-D [out_features, ", x.dim() ? x.size(-1) : 0, "], got shape ", weight.sizes());
+  const auto shape = out_shape(x, weight);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"grad", grad}, {"pre", pre}}) {
+    kwb::check_same_dtype(op, "x", x, name, t);
+    kwb::check_same_device(op, "x", x, name, t);
+    TORCH_CHECK(t.sizes() == at::IntArrayRef(shape), op, ": ", name, " must have shape ", at::IntArrayRef(shape),
+                " (x's leading dimensions, then weight's first), got ", t.sizes());
+  }
+}
+
+// The gradients from grad_pre = grad * GELU'(pre): grad_x = grad_pre W, grad_W = grad_pre^T x,
+// grad_b = the column sums of grad_pre.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gradients_from(const at::Tensor& grad_pre, const at::Tensor& x,
+                                                              const at::Tensor& weight) {
+  const at::Tensor x2 = rows_of(x);
+  at::Tensor grad_x = at::mm(grad_pre, weight).reshape(x.sizes());
+  at::Tensor grad_w = at::mm(grad_pre.t(), x2);
+  at::Tensor grad_b = at::sum(grad_pre, {0});
+  return {grad_x, grad_w, grad_b};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x,
+                                                                        const at::Tensor& weight, const at::Tensor& pre,
+                                                                        c10::string_view approximate) {
+  const bool tanh_form = is_tanh("linear_gelu_backward", approximate);
+  check_backward(grad, x, weight, pre, {at::kFloat, at::kDouble}, "CPU");
+  const at::Tensor g2 = rows_of(grad), p2 = rows_of(pre);
+  at::Tensor grad_pre = at::empty_like(p2);
+  gelu_map_cpu(p2, &g2, grad_pre, tanh_form);
+  return gradients_from(grad_pre, x, weight);
+}
+
+at::Tensor variant_cpu(const char* op) {
+  TORCH_CHECK(false, op, ": a CUDA kernel kept for teaching (NOTES.md); on the CPU use linear_gelu");
+}
+at::Tensor linear_gelu_naive_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
+  return variant_cpu("linear_gelu_naive");
+}
+at::Tensor linear_gelu_tiled_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
+  return variant_cpu("linear_gelu_tiled");
+}
+
+// ---- CUDA -------------------------------------------------------------------------------
+
+#ifdef KWB_WITH_CUDA
+constexpr std::initializer_list<at::ScalarType> kCudaTypes = {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
+
+using Launcher = const char* (*)(const LinearGeluParams&, kwb::DType, cudaStream_t);
+
+// One of this file's matrix kernels: y (and pre, if asked) from x, W and b.
+at::Tensor run_matrix_kernel(const char* op, Launcher launch, const at::Tensor& x, const at::Tensor& weight,
+                             const at::Tensor& bias, bool tanh_form, at::Tensor* pre) {
+  const at::Tensor x2 = rows_of(x), wc = kwb::contiguous(weight), bc = kwb::contiguous(bias);
+  at::Tensor y = at::empty({x2.size(0), wc.size(0)}, x2.options());
+  if (pre) *pre = at::empty_like(y);
+  const LinearGeluParams p{x2.const_data_ptr(), wc.const_data_ptr(), bc.const_data_ptr(), y.mutable_data_ptr(),
+                           pre ? pre->mutable_data_ptr() : nullptr, x2.size(0), wc.size(0), x2.size(1), tanh_form};
+  KWB_CHECK_LAUNCH(op, launch(p, kwb::to_dtype(x2.scalar_type()), kwb::current_stream(x2)));
+  return y;
+}
+
+bool tiled_route(const at::Tensor& x) {
+  return x.scalar_type() == at::kFloat && rows_of(x).size(0) <= kTiledMaxRows;
+}
+
+void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_form) {
+  const GeluParams p{pre.const_data_ptr(), y.mutable_data_ptr(), pre.numel(), tanh_form};
+  KWB_CHECK_LAUNCH(op, gelu_cuda(p, kwb::to_dtype(pre.scalar_type()), kwb::current_stream(pre)));
+}
+
+at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            c10::string_view approximate) {
+  constexpr const char* op = "linear_gelu";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor y;
+  if (tiled_route(x)) {
+    y = run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, nullptr);
+  } else if (tanh_form) {
+    y = at::_addmm_activation(bias, rows_of(x), weight.t(), 1, 1, /*use_gelu=*/true);
+  } else {
+    y = at::addmm(bias, rows_of(x), weight.t());
+    gelu_pass(op, y, y, false);
+  }
+  return y.reshape(out_shape(x, weight));
+}
+
+std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cuda(const at::Tensor& x, const at::Tensor& weight,
+                                                            const at::Tensor& bias, c10::string_view approximate) {
+  constexpr const char* op = "linear_gelu_forward";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor y, pre;
+  if (tiled_route(x)) {
+    y = run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, &pre);
+  } else {
+    pre = at::addmm(bias, rows_of(x), weight.t());
+    y = at::empty_like(pre);
+    gelu_pass(op, pre, y, tanh_form);
+  }
+  return {y.reshape(out_shape(x, weight)), pre.reshape(out_shape(x, weight))};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(const at::Tensor& grad, const at::Tensor& x,
+                                                                         const at::Tensor& weight, const at::Tensor& pre,
+                                                                         c10::string_view approximate) {
+  constexpr const char* op = "linear_gelu_backward";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_backward(grad, x, weight, pre, kCudaTypes, "CUDA");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor g2 = rows_of(grad), p2 = rows_of(pre);
+  at::Tensor grad_pre = at::empty_like(p2);
+  const GeluBackwardParams p{g2.const_data_ptr(), p2.const_data_ptr(), grad_pre.mutable_data_ptr(), p2.numel(), tanh_form};
+  KWB_CHECK_LAUNCH(op, gelu_backward_cuda(p, kwb::to_dtype(p2.scalar_type()), kwb::current_stream(p2)));
+  return gradients_from(grad_pre, x, weight);
+}
+
+at::Tensor linear_gelu_naive_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     c10::string_view approximate) {
+  constexpr const char* op = "linear_gelu_naive";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return run_matrix_kernel(op, linear_gelu_naive_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+}
+
+at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     c10::string_view approximate) {
+  constexpr const char* op = "linear_gelu_tiled";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
+  const c10::cuda::CUDAGuard guard(x.device());
+  return run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+}
+#endif
+
+}  // namespace
+
+KWB_LIBRARY(m) {
+  m.def("linear_gelu(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
+  m.def("linear_gelu_forward(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> (Tensor y, Tensor pre)");
+  m.def("linear_gelu_backward(Tensor grad, Tensor x, Tensor weight, Tensor pre, str approximate='none') -> "
+        "(Tensor grad_x, Tensor grad_weight, Tensor grad_bias)");
+  m.def("linear_gelu_naive(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
+  m.def("linear_gelu_tiled(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
+}
+
+KWB_LIBRARY_IMPL(m, CPU) {
+  m.impl("linear_gelu", &linear_gelu_cpu);
+  m.impl("linear_gelu_forward", &linear_gelu_forward_cpu);
+  m.impl("linear_gelu_backward", &linear_gelu_backward_cpu);
+  m.impl("linear_gelu_naive", &linear_gelu_naive_cpu);
+  m.impl("linear_gelu_tiled", &linear_gelu_tiled_cpu);
+}
+
+#ifdef KWB_WITH_CUDA
+KWB_LIBRARY_IMPL(m, CUDA) {
+  m.impl("linear_gelu", &linear_gelu_cuda);
+  m.impl("linear_gelu_forward", &linear_gelu_forward_cuda);
+  m.impl("linear_gelu_backward", &linear_gelu_backward_cuda);
+  m.impl("linear_gelu_naive", &linear_gelu_naive_cuda_op);
+  m.impl("linear_gelu_tiled", &linear_gelu_tiled_cuda_op);
+}
+#endif

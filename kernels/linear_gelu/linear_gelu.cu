@@ -1,0 +1,143 @@
+// linear_gelu CUDA kernels: the GELU passes around cuBLAS's product, and two matrix kernels,
+// side by side as in llm.c's dev/cuda (each validated by the harness before it is timed;
+// benchmarks/linear_gelu_variants.py times them):
+//
+//   naive  one thread per output element, the dot product over k read from global memory:
+//          the tutorials' kernel. Threads of a warp read W rows k elements apart (no
+//          coalescing), and nothing is reused through shared memory or registers.
+//   tiled  32 x 32 output tiles, 32-wide slabs of x and W staged in shared memory, each thread
+//          4 outputs in registers, bias + GELU applied before the one store. For fp32 with
+//          few rows (32 x 768 -> 3072: 96 blocks) this beats cuBLAS, whose fp32 kernel for
+//          that shape took 41 us on the H100 (BASELINES.md).
+//
+// Large and half-precision products go to cuBLASLt (linear_gelu.cpp): no SIMT kernel comes
+// near its tensor-core kernels (about 790 TFLOP/s on large bf16 products on the H100).
+#include "kwb_elementwise.cuh"
+#include "kwb_gelu.cuh"
+#include "linear_gelu.h"
+
+namespace {
+
+template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
+
+template <typename T, bool kTanh>
+__device__ __forceinline__ void epilogue(const LinearGeluParams& p, int64_t row, int64_t col, kwb::acc_t<T> acc) {
+  using A = kwb::acc_t<T>;
+  const A v = acc + kwb::to_acc<A>(static_cast<const T*>(p.bias)[col]);
+  if (p.pre) static_cast<T*>(p.pre)[row * p.n + col] = kwb::from_acc<T>(v);
+  static_cast<T*>(p.y)[row * p.n + col] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(v));
+}
+
+template <typename T, bool kTanh>
+__global__ void naive_kernel(LinearGeluParams p) {
+  using A = kwb::acc_t<T>;
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= p.m || col >= p.n) return;
+  const T* x = static_cast<const T*>(p.x) + row * p.k;
+  const T* w = static_cast<const T*>(p.w) + col * p.k;
+  A acc = A(0);
+  for (int64_t i = 0; i < p.k; ++i) acc += kwb::to_acc<A>(x[i]) * kwb::to_acc<A>(w[i]);
+  epilogue<T, kTanh>(p, row, col, acc);
+}
+
+constexpr int kTile = 32;      // outputs per block: kTile x kTile
+constexpr int kSlab = 32;      // k per shared-memory stage
+constexpr int kThreads2d = 16; // 16 x 16 threads, each 2 x 2 outputs (rows ty, ty + 16; cols tx, tx + 16)
+
+template <typename T, bool kTanh>
+__global__ void __launch_bounds__(kThreads2d * kThreads2d) tiled_kernel(LinearGeluParams p) {
+  using A = kwb::acc_t<T>;
+  // +1 column: W's tile is read down a column (tx + 16 j, kk); 33-float rows put the 16 rows a
+  // warp reads on 16 different banks.
+  __shared__ A xs[kTile][kSlab + 1];
+  __shared__ A ws[kTile][kSlab + 1];
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.w);
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreads2d + tx;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  A acc[2][2] = {};
+  for (int64_t k0 = 0; k0 < p.k; k0 += kSlab) {
+    // 1024 elements of each tile, 4 per thread; consecutive threads take consecutive k (coalesced)
+#pragma unroll
+    for (int e = tid; e < kTile * kSlab; e += kThreads2d * kThreads2d) {
+      const int r = e / kSlab, kk = e % kSlab;
+      const bool in_k = k0 + kk < p.k;
+      xs[r][kk] = row0 + r < p.m && in_k ? kwb::to_acc<A>(x[(row0 + r) * p.k + k0 + kk]) : A(0);
+      ws[r][kk] = col0 + r < p.n && in_k ? kwb::to_acc<A>(w[(col0 + r) * p.k + k0 + kk]) : A(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kSlab; ++kk) {
+      const A a0 = xs[ty][kk], a1 = xs[ty + kThreads2d][kk];
+      const A b0 = ws[tx][kk], b1 = ws[tx + kThreads2d][kk];
+      acc[0][0] += a0 * b0;
+      acc[0][1] += a0 * b1;
+      acc[1][0] += a1 * b0;
+      acc[1][1] += a1 * b1;
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t row = row0 + ty + i * kThreads2d, col = col0 + tx + j * kThreads2d;
+      if (row < p.m && col < p.n) epilogue<T, kTanh>(p, row, col, acc[i][j]);
+    }
+}
+
+template <typename T, bool kTanh>
+struct Gelu {
+  __device__ __forceinline__ T operator()(T v) const {
+    return kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<kwb::acc_t<T>>(v)));
+  }
+};
+
+template <typename T, bool kTanh>
+struct GeluBackward {
+  __device__ __forceinline__ T operator()(T g, T v) const {
+    using A = kwb::acc_t<T>;
+    return kwb::from_acc<T>(kwb::to_acc<A>(g) * kwb::gelu_grad<kTanh, kHalfType<T>>(kwb::to_acc<A>(v)));
+  }
+};
+
+dim3 grid_2d(int64_t m, int64_t n, int tile) {
+  return dim3(static_cast<unsigned>((n + tile - 1) / tile), static_cast<unsigned>((m + tile - 1) / tile));
+}
+
+}  // namespace
+
+const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return nullptr;
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    if (p.tanh) naive_kernel<T, true><<<grid_2d(p.m, p.n, 16), dim3(16, 16), 0, stream>>>(p);
+    else naive_kernel<T, false><<<grid_2d(p.m, p.n, 16), dim3(16, 16), 0, stream>>>(p);
+    return kwb::last_launch_error();
+  });
+}
+
+const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return nullptr;
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    const dim3 threads(kThreads2d, kThreads2d);
+    if (p.tanh) tiled_kernel<T, true><<<grid_2d(p.m, p.n, kTile), threads, 0, stream>>>(p);
+    else tiled_kernel<T, false><<<grid_2d(p.m, p.n, kTile), threads, 0, stream>>>(p);
+    return kwb::last_launch_error();
+  });
+}
+
+const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    const kwb::MapArgs<T, 1> args{{static_cast<const T*>(p.pre)}, static_cast<T*>(p.y), p.n};
+    return p.tanh ? kwb::elementwise(args, Gelu<T, true>{}, stream) : kwb::elementwise(args, Gelu<T, false>{}, stream);
+  });
+}
+
+const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    const kwb::MapArgs<T, 2> args{{static_cast<const T*>(p.grad), static_cast<const T*>(p.pre)}, static_cast<T*>(p.grad_pre), p.n};
+    return p.tanh ? kwb::elementwise(args, GeluBackward<T, true>{}, stream)
+                  : kwb::elementwise(args, GeluBackward<T, false>{}, stream);
+  });
+}

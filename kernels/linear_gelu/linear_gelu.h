@@ -1,0 +1,44 @@
+// linear_gelu's launch interface, shared by linear_gelu.cpp and linear_gelu.cu (no torch headers).
+// y = GELU(x W^T + b): x is m x k, W is n x k (nn.Linear's layout), b is n, y is m x n.
+//
+// The matrix products of the shipped route run on cuBLAS / cuBLASLt (through ATen, in
+// linear_gelu.cpp); this file's kernels are the GELU passes, and two matrix kernels of
+// our own: the naive one of the tutorials (kept for teaching) and a shared-memory tiled one,
+// which wins for small fp32 batches (NOTES.md).
+#pragma once
+#include "kwb_dtype.h"
+
+struct LinearGeluParams {
+  const void* x;     // m x k, row-major
+  const void* w;     // n x k, row-major
+  const void* bias;  // n
+  void* y;           // m x n, written in full
+  void* pre;         // m x n, x W^T + b before the GELU (written in full), or nullptr
+  int64_t m, n, k;
+  bool tanh;         // GELU's tanh approximation, else the exact erf form
+};
+
+// y = GELU(pre) elementwise over n values (y may be pre: in place).
+struct GeluParams {
+  const void* pre;
+  void* y;
+  int64_t n;
+  bool tanh;
+};
+
+// grad_pre = grad * GELU'(pre) elementwise over n values.
+struct GeluBackwardParams {
+  const void* grad;
+  const void* pre;
+  void* grad_pre;
+  int64_t n;
+  bool tanh;
+};
+
+// Each returns nullptr on success, else CUDA's error string.
+// One thread per output, a dot product over k straight from global memory (the tutorials' kernel).
+const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
+// 32 x 32 output tiles through shared memory, fp32 accumulation, bias + GELU in the epilogue.
+const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
+const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
+const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, cudaStream_t stream);

@@ -1,0 +1,88 @@
+"""linear_gelu's Python face: the public function linear_gelu(), fake kernels for
+torch.compile, and autograd.
+
+register() is called by the loader with the ops of one build; it returns
+{"linear_gelu": linear_gelu}, which the loaded kernel exposes as k.linear_gelu (the op of the
+same name stays reachable as torch.ops.<namespace>.linear_gelu).
+
+Two forward ops: linear_gelu gives y alone (for tanh on cuBLASLt, the product and the GELU in
+one kernel); linear_gelu_forward also keeps the product before the GELU, which the backward
+needs. The public function picks the first when no gradient is wanted.
+"""
+import torch
+
+
+def _check(op, x, weight, bias=None):
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (its features), got a 0-d tensor")
+    torch._check(weight.dim() == 2 and weight.shape[1] == x.shape[-1],
+                 lambda: f"{op}: weight must be 2-D [out_features, {x.shape[-1]}] (x's last dimension as its second), got shape {list(weight.shape)}")
+    if bias is not None:
+        torch._check(bias.dim() == 1 and bias.shape[0] == weight.shape[0],
+                     lambda: f"{op}: bias must be 1-D with weight's first dimension ({weight.shape[0]}) as its length, got shape {list(bias.shape)}")
+
+
+def _out(x, weight):
+    return torch.empty((*x.shape[:-1], weight.shape[0]), dtype=x.dtype, device=x.device)
+
+
+def register(ops):
+    for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled"):
+        def fake(x, weight, bias, approximate="none", name=name):
+            _check(name, x, weight, bias)
+            return _out(x, weight)
+        torch.library.register_fake(ops.qualname(name), fake)
+
+    @torch.library.register_fake(ops.qualname("linear_gelu_forward"))
+    def _(x, weight, bias, approximate="none"):
+        _check("linear_gelu_forward", x, weight, bias)
+        return _out(x, weight), _out(x, weight)
+
+    @torch.library.register_fake(ops.qualname("linear_gelu_backward"))
+    def _(grad, x, weight, pre, approximate="none"):
+        _check("linear_gelu_backward", x, weight)
+        return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[:1])
+
+    def setup_forward(ctx, inputs, output):
+        x, weight, bias, approximate = inputs
+        _, pre = output
+        ctx.mark_non_differentiable(pre)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, weight, pre)
+        ctx.approximate = approximate
+
+    def backward_forward(ctx, grad, _grad_pre):
+        if grad is None:
+            return None, None, None, None
+        x, weight, pre = ctx.saved_tensors
+        grad_x, grad_weight, grad_bias = ops.linear_gelu_backward(grad, x, weight, pre, ctx.approximate)
+        return grad_x, grad_weight, grad_bias, None
+
+    torch.library.register_autograd(ops.qualname("linear_gelu_forward"), backward_forward, setup_context=setup_forward)
+
+    # The y-only op is differentiable too (called directly with tensors that need gradients):
+    # its backward recomputes the product before the GELU, one extra matrix product.
+    def setup_y_only(ctx, inputs, output):
+        x, weight, bias, approximate = inputs
+        ctx.save_for_backward(x, weight, bias)
+        ctx.approximate = approximate
+
+    def backward_y_only(ctx, grad):
+        x, weight, bias = ctx.saved_tensors
+        _, pre = ops.linear_gelu_forward(x, weight, bias, ctx.approximate)
+        grad_x, grad_weight, grad_bias = ops.linear_gelu_backward(grad, x, weight, pre, ctx.approximate)
+        return grad_x, grad_weight, grad_bias, None
+
+    torch.library.register_autograd(ops.qualname("linear_gelu"), backward_y_only, setup_context=setup_y_only)
+
+    def linear_gelu(x, weight, bias, approximate="none"):
+        """GELU(x @ weight.T + bias), as F.gelu(F.linear(x, weight, bias), approximate=approximate).
+
+        x [..., in_features], weight [out_features, in_features], bias [out_features]; one dtype
+        and device. approximate: 'none' (the erf form) or 'tanh'. Differentiable in x, weight
+        and bias.
+        """
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+            return ops.linear_gelu_forward(x, weight, bias, approximate)[0]
+        return ops.linear_gelu(x, weight, bias, approximate)
+
+    return {"linear_gelu": linear_gelu}

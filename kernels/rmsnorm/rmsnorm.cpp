@@ -1,0 +1,99 @@
+// rmsnorm: y = x / sqrt(mean(x^2) + eps) * weight over the last dimension, as
+// torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps). The forward also returns the
+// row statistic (rstd) its backward reads. Op schemas and registrations; the checks
+// and the CPU implementation are kwb_norm_cpu.h's, the CUDA kernels kwb_norm.cuh's.
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+
+#include "kwb_library.h"
+#include "kwb_norm_cpu.h"
+#include "rmsnorm.h"
+
+namespace {
+
+constexpr const char* kOp = "rmsnorm_forward";
+constexpr const char* kBackward = "rmsnorm_backward";
+
+void check_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& rstd,
+                    std::initializer_list<at::ScalarType> dtypes, const char* where) {
+  kwb::check_norm_params(kBackward, x, weight, nullptr, dtypes, where);
+  kwb::check_same_dtype(kBackward, "x", x, "grad", grad);
+  kwb::check_same_shape(kBackward, "x", x, "grad", grad);
+  kwb::check_same_device(kBackward, "x", x, "grad", grad);
+  kwb::check_stat(kBackward, "rstd", rstd, x);
+}
+
+std::tuple<at::Tensor, at::Tensor> rmsnorm_forward_cpu(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  kwb::check_norm_params(kOp, x, weight, nullptr, {at::kFloat, at::kDouble}, "CPU");
+  kwb::check_eps(kOp, eps);
+  auto [y, mean, rstd] = kwb::norm_forward_cpu<false>(x, weight, nullptr, eps);
+  return {y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> rmsnorm_backward_cpu(const at::Tensor& grad, const at::Tensor& x,
+                                                        const at::Tensor& weight, const at::Tensor& rstd) {
+  check_backward(grad, x, weight, rstd, {at::kFloat, at::kDouble}, "CPU");
+  auto [gx, gw, gb] = kwb::norm_backward_cpu<false>(grad, x, weight, nullptr, rstd);
+  return {gx, gw};
+}
+
+#ifdef KWB_WITH_CUDA
+constexpr std::initializer_list<at::ScalarType> kCudaTypes = {at::kFloat, at::kHalf, at::kBFloat16};
+
+std::tuple<at::Tensor, at::Tensor> rmsnorm_forward_cuda_op(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  kwb::check_norm_params(kOp, x, weight, nullptr, kCudaTypes, "CUDA");
+  kwb::check_eps(kOp, eps);
+  const at::Tensor xc = kwb::contiguous(x), wc = kwb::contiguous(weight);
+  const int64_t cols = xc.size(-1), rows = kwb::norm_rows(xc);
+  std::vector<int64_t> stat_shape(xc.sizes().begin(), xc.sizes().end() - 1);
+  const auto stat_opts = xc.options().dtype(at::kFloat);
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  // no columns: nothing to normalize, and the statistic is defined as zeros
+  at::Tensor rstd = cols ? at::empty(stat_shape, stat_opts) : at::zeros(stat_shape, stat_opts);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const kwb::NormParams p{xc.const_data_ptr(), wc.const_data_ptr(), nullptr, y.mutable_data_ptr(), nullptr,
+                          rstd.mutable_data_ptr<float>(), rows, cols, static_cast<float>(eps)};
+  KWB_CHECK_LAUNCH(kOp, rmsnorm_cuda(p, kwb::to_dtype(xc.scalar_type()), kwb::all_aligned({&xc, &wc, &y}),
+                                     kwb::current_stream(xc)));
+  return {y, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> rmsnorm_backward_cuda_op(const at::Tensor& grad, const at::Tensor& x,
+                                                         const at::Tensor& weight, const at::Tensor& rstd) {
+  check_backward(grad, x, weight, rstd, kCudaTypes, "CUDA");
+  const at::Tensor xc = kwb::contiguous(x), gc = kwb::contiguous(grad), wc = kwb::contiguous(weight);
+  const at::Tensor rc = kwb::contiguous(rstd);
+  const int64_t cols = xc.size(-1), rows = kwb::norm_rows(xc);
+  at::Tensor gx = at::empty(xc.sizes(), xc.options());
+  at::Tensor gw = at::empty({cols}, xc.options());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const bool aligned = kwb::all_aligned({&xc, &gc, &wc, &gx});
+  const kwb::DType dtype = kwb::to_dtype(xc.scalar_type());
+  const int64_t ws_rows = rmsnorm_backward_workspace_rows(rows, cols, dtype, aligned);
+  at::Tensor ws = at::empty({ws_rows, cols}, xc.options().dtype(at::kFloat));
+  const kwb::NormBackwardParams p{gc.const_data_ptr(), xc.const_data_ptr(), wc.const_data_ptr(), nullptr,
+                                  rc.const_data_ptr<float>(), gx.mutable_data_ptr(), gw.mutable_data_ptr(), nullptr,
+                                  ws.mutable_data_ptr<float>(), rows, cols};
+  KWB_CHECK_LAUNCH(kBackward, rmsnorm_backward_cuda(p, dtype, aligned, kwb::current_stream(xc)));
+  return {gx, gw};
+}
+#endif
+
+}  // namespace
+
+KWB_LIBRARY(m) {
+  m.def("rmsnorm_forward(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor y, Tensor rstd)");
+  m.def("rmsnorm_backward(Tensor grad, Tensor x, Tensor weight, Tensor rstd) -> (Tensor grad_x, Tensor grad_weight)");
+}
+
+KWB_LIBRARY_IMPL(m, CPU) {
+  m.impl("rmsnorm_forward", &rmsnorm_forward_cpu);
+  m.impl("rmsnorm_backward", &rmsnorm_backward_cpu);
+}
+
+#ifdef KWB_WITH_CUDA
+KWB_LIBRARY_IMPL(m, CUDA) {
+  m.impl("rmsnorm_forward", &rmsnorm_forward_cuda_op);
+  m.impl("rmsnorm_backward", &rmsnorm_backward_cuda_op);
+}
+#endif

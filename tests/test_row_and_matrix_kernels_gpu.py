@@ -1,0 +1,190 @@
+"""softmax, layernorm, rmsnorm and linear_gelu on a CUDA GPU: the harness on awkward shapes
+in fp32, fp16 and bf16; rows from 1 to 262144 (the register paths and the two-pass path, in
+16-byte vectors and element by element); the issue's sizes; -inf and NaN in softmax; the
+teaching variants of linear_gelu validated like the shipped op; opcheck and torch.compile."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import workbench as wb
+
+pytestmark = pytest.mark.cuda
+
+NAMES = ("softmax", "layernorm", "rmsnorm", "linear_gelu")
+
+
+@pytest.fixture(scope="module")
+def k():
+    return {name: wb.load(name, device="cuda") for name in NAMES}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_reference_on_awkward_shapes_through_the_harness(k, name):
+    report = wb.check(k[name], device="cuda")
+    assert report.passed, str(report)
+    assert {c.dtype for c in report.cases} == {torch.float32, torch.float16, torch.bfloat16}
+
+
+def _row_args(name, shape, dtype, seed=0):
+    kernel_spec = wb.load(name, device="cpu").spec  # the spec module (no build for CUDA needed)
+    return kernel_spec.make_inputs(shape, dtype, "cuda", torch.Generator().manual_seed(seed))
+
+
+# Row lengths around every path boundary: register path (1 to 4 vectors a thread, 1 to 1024
+# threads a row), the backward's smaller register path, the two-pass path, and odd lengths
+# that go element by element.
+ROW_LENGTHS = [1, 7, 256, 1000, 2049, 4096, 8191, 8192, 8200, 16384, 16392, 65536, 262144, 262147]
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_lengths_from_1_to_262147_forward_and_backward(k, name, dtype):
+    spec = k[name].spec.SPEC.ops[0]
+    shapes = [(3, n) for n in ROW_LENGTHS]
+    report = wb.check(k[name], device="cuda", dtypes=[dtype], shapes=shapes)
+    assert report.passed, str(report)
+    assert len(report.cases) == len(shapes) and spec.grad_inputs
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+def test_the_issue_size_bf16_16384x4096(k, name):
+    report = wb.check(k[name], device="cuda", dtypes=["bf16"], shapes=[(16384, 4096)])
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+@pytest.mark.parametrize("cols", [64, 4096, 20000])
+def test_unaligned_data_takes_the_scalar_path(k, name, cols):
+    """x starting one element past a 16-byte boundary: no 16-byte vectors, same results."""
+    args = _row_args(name, (5, cols), torch.bfloat16)
+    buf = torch.empty(5 * cols + 1, dtype=torch.bfloat16, device="cuda")
+    x = buf[1:].view(5, cols)
+    x.copy_(args[0])
+    assert x.data_ptr() % 16 != 0
+    fn = {"softmax": k["softmax"].softmax, "layernorm": k["layernorm"].layernorm, "rmsnorm": k["rmsnorm"].rmsnorm}[name]
+    torch.testing.assert_close(fn(x, *args[1:]), fn(args[0], *args[1:]), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("cols", [4, 3000, 20000])
+def test_softmax_infinite_and_nan_rows_give_what_pytorch_gives(k, cols):
+    x = torch.randn(6, cols, device="cuda") * 3
+    x[0] = float("-inf")                         # all -inf: NaN
+    x[1, ::2] = float("-inf")                    # some -inf: zeros there
+    x[2, cols // 2] = float("nan")               # NaN: the row NaN
+    x[3, -1] = float("inf")                      # +inf: the row NaN
+    x[4] = x[4] * 1e4                            # large: no overflow
+    x[5, : cols // 2] = float("-inf")            # -inf first, then values (the online rescale)
+    got, expected = k["softmax"].softmax(x), torch.softmax(x.double(), -1).float()
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5, equal_nan=True)
+    assert torch.isnan(got[0]).all() and not torch.isnan(got[1]).any() and not torch.isnan(got[5]).any()
+
+
+def test_softmax_rows_sum_to_one_and_are_shift_invariant_bf16(k):
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
+    y = k["softmax"].softmax(x)
+    torch.testing.assert_close(y.float().sum(-1), torch.ones(64, device="cuda"), atol=2e-2, rtol=0)
+    torch.testing.assert_close(k["softmax"].softmax(x + 8), y, atol=1e-4, rtol=1.6e-2)  # +8 is exact in bf16 here
+
+
+def test_layernorm_zero_mean_unit_variance_per_row(k):
+    x = torch.randn(33, 5000, device="cuda") * 4 + 10
+    ones, zeros = torch.ones(5000, device="cuda"), torch.zeros(5000, device="cuda")
+    y = k["layernorm"].layernorm(x, ones, zeros, 0.0).double()
+    torch.testing.assert_close(y.mean(-1), torch.zeros(33, device="cuda", dtype=torch.float64), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(33, device="cuda", dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+# ---- linear_gelu ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["linear_gelu_naive", "linear_gelu_tiled"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_linear_gelu_teaching_variants_are_validated_like_the_rest(k, variant, approximate):
+    spec = k["linear_gelu"].spec
+    report = wb.check(getattr(k["linear_gelu"], variant), spec.reference, inputs=spec.inputs_for(approximate), device="cuda",
+                      dtypes=["float32", "bf16"], shapes=spec.SHAPES, tolerance=spec.TOLERANCES, name=variant)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_linear_gelu_bf16_8192x4096_to_16384(k, approximate):
+    spec = k["linear_gelu"].spec
+    x, w, b, a = spec.inputs_for(approximate)((8192, 4096, 16384), torch.bfloat16, "cuda", torch.Generator().manual_seed(1))
+    got = k["linear_gelu"].linear_gelu(x, w, b, a).float()
+    expected = F.gelu(F.linear(x.float(), w.float(), b.float()), approximate=a)
+    torch.testing.assert_close(got, expected, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("m", [1, 32, 64, 65, 300])  # either side of the tiled route's 64 rows
+def test_linear_gelu_fp32_routes_agree_with_the_reference_and_gradients(k, m):
+    spec = k["linear_gelu"].spec
+    args = spec.inputs_for("none")((m, 768, 3072), torch.float32, "cuda", torch.Generator().manual_seed(m))
+    leaves = [t.detach().clone().requires_grad_() for t in args[:3]]
+    y = k["linear_gelu"].linear_gelu(*leaves, "none")
+    ref_leaves = [t.detach().double().requires_grad_() for t in args[:3]]
+    ref = spec.reference(*ref_leaves, "none")
+    torch.testing.assert_close(y.double(), ref, atol=1e-5, rtol=1e-5)
+    g = torch.randn_like(y)
+    got = torch.autograd.grad(y, leaves, g)
+    expected = torch.autograd.grad(ref, ref_leaves, g.double())
+    for a, e in zip(got, expected):
+        torch.testing.assert_close(a.double(), e, atol=1e-3, rtol=1e-4)
+    with torch.no_grad():  # the y-only route: same values
+        torch.testing.assert_close(k["linear_gelu"].linear_gelu(*args), y.detach(), atol=1e-6, rtol=1e-6)
+
+
+def test_linear_gelu_gradcheck_fp64_cuda(k):
+    x = torch.randn(3, 4, 6, dtype=torch.float64, device="cuda", requires_grad=True)
+    w = torch.randn(5, 6, dtype=torch.float64, device="cuda", requires_grad=True)
+    b = torch.randn(5, dtype=torch.float64, device="cuda", requires_grad=True)
+    for a in ("none", "tanh"):
+        assert torch.autograd.gradcheck(lambda x, w, b: k["linear_gelu"].linear_gelu(x, w, b, a), (x, w, b))
+
+
+# ---- opcheck and torch.compile on CUDA -------------------------------------------------------
+
+
+def test_opcheck_on_cuda(k):
+    dev = "cuda"
+    x = torch.randn(3, 5, 40, device=dev, requires_grad=True)
+    w, b = torch.randn(40, device=dev, requires_grad=True), torch.randn(40, device=dev, requires_grad=True)
+    sm, ln, rn, lg = (k[n] for n in NAMES)
+    torch.library.opcheck(sm.softmax.default, (x,))
+    torch.library.opcheck(sm.softmax_backward.default, (torch.randn(3, 5, 40, device=dev), torch.softmax(x.detach(), -1)))
+    torch.library.opcheck(ln.layernorm_forward.default, (x, w, b, 1e-5))
+    _, mean, rstd = ln.layernorm_forward(x.detach(), w.detach(), b.detach())
+    torch.library.opcheck(ln.layernorm_backward.default, (torch.randn(3, 5, 40, device=dev), x.detach(), w.detach(), mean, rstd))
+    torch.library.opcheck(rn.rmsnorm_forward.default, (x, w, 1e-6))
+    _, rstd = rn.rmsnorm_forward(x.detach(), w.detach())
+    torch.library.opcheck(rn.rmsnorm_backward.default, (torch.randn(3, 5, 40, device=dev), x.detach(), w.detach(), rstd))
+    wl, bl = torch.randn(7, 40, device=dev, requires_grad=True), torch.randn(7, device=dev, requires_grad=True)
+    for a in ("none", "tanh"):
+        torch.library.opcheck(getattr(torch.ops, lg.namespace).linear_gelu.default, (x, wl, bl, a))
+        torch.library.opcheck(lg.linear_gelu_forward.default, (x, wl, bl, a))
+
+
+def test_torch_compile_on_cuda(k):
+    sm, ln, rn, lg = (k[n] for n in NAMES)
+
+    def f(x, w, b, wl, bl):
+        h = rn.rmsnorm(ln.layernorm(x, w, b), w) + sm.softmax(x)
+        return lg.linear_gelu(h, wl, bl, "tanh")
+
+    args = [torch.randn(64, 256, device="cuda", dtype=torch.bfloat16) for _ in range(1)]
+    args += [torch.randn(256, device="cuda", dtype=torch.bfloat16), torch.randn(256, device="cuda", dtype=torch.bfloat16),
+             torch.randn(128, 256, device="cuda", dtype=torch.bfloat16) / 16, torch.randn(128, device="cuda", dtype=torch.bfloat16)]
+    x, w, b, wl, bl = (a.float() for a in args)
+    h = rn.spec.reference(F.layer_norm(x, (256,), w, b), w) + torch.softmax(x, -1)
+    expected = F.gelu(F.linear(h, wl, bl), approximate="tanh")
+    got = torch.compile(f, fullgraph=True)(*args).float()
+    torch.testing.assert_close(got, expected, atol=6e-2, rtol=3e-2)
+
+
+def test_half_and_double_are_handled_clearly(k):
+    x = torch.randn(4, 8, device="cuda", dtype=torch.float64)
+    with pytest.raises(TypeError, match="softmax: x has dtype Double; the CUDA implementation supports Float, Half, BFloat16"):
+        k["softmax"].softmax(x)
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        torch.testing.assert_close(k["softmax"].softmax(x.to(dtype)).float(), torch.softmax(x, -1).float(), atol=1e-3, rtol=1e-2)
