@@ -9,6 +9,7 @@ naive    one thread per output, the dot product from global memory (kernels/line
 tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
 shipped  k.linear_gelu: the tiled kernel for fp32 batches of at most 64 rows, else cuBLASLt
          (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
+addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 
 Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
 reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
@@ -38,7 +39,7 @@ def main() -> None:
     k = wb.load("linear_gelu")
     spec = k.spec
     variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "shipped": k.linear_gelu,
-                "cublaslt": spec.addmm_gelu}
+                "addmm_activation": spec.addmm_gelu}
     cases = [(torch.float32, "none", SMALL), (torch.float32, "tanh", SMALL[2:3]),
              (torch.bfloat16, "tanh", SMALL[2:3] + LARGE)]
     for dtype, approximate, sizes in cases:
@@ -50,7 +51,7 @@ def main() -> None:
                     continue  # seconds a call
                 if name == "tiled" and m * kk * n > 2048 * 4096 * 4096:
                     continue
-                if name == "cublaslt" and approximate != "tanh":
+                if name == "addmm_activation" and approximate != "tanh":
                     continue  # its epilogue is the tanh form only
                 report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
                                   label=name, baselines="eager,compile" if name == "shipped" else "none",

@@ -29,20 +29,23 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
         assert section in index
     bench = results.read(folder / "bench.csv")
     ops = {r["op"] for r in bench}
+    kernels_ii = {"softmax", "layernorm", "rmsnorm", "linear_gelu_tanh", "linear_gelu_erf"}
     forward = {"relu_scale", "relu_scale_backward", "vector_add", "polynomial_activation", "polynomial_activation_backward",
-               "bias_gelu_tanh", "bias_gelu_erf", "lltm"}
-    with_grads = {"relu_scale", "vector_add", "polynomial_activation", "bias_gelu_tanh", "bias_gelu_erf", "lltm"}
+               "bias_gelu_tanh", "bias_gelu_erf", "lltm"} | kernels_ii
+    with_grads = {"relu_scale", "vector_add", "polynomial_activation", "bias_gelu_tanh", "bias_gelu_erf", "lltm"} | kernels_ii
     assert ops == forward | {op + " fwd+bwd" for op in with_grads}  # training steps by default
     for op in ops:
-        assert {r["provider"] for r in bench if r["op"] == op} == {"kwb", "eager", "torch.compile"}
+        vendor = {"addmm_activation"} if op == "linear_gelu_tanh" else set()  # the spec's vendor route, forward only
+        assert {r["provider"] for r in bench if r["op"] == op} == {"kwb", "eager", "torch.compile"} | vendor
     assert all(r["status"] == "ok" and r["median_us"] > 0 for r in bench)
     assert len({r["run_id"] for r in bench}) == 1
     checks = results.read(folder / "check.csv")
     assert checks and all(r["passed"] for r in checks)
     assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}
     pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
-    assert pngs == ["check_errors.png", "latency_bias_gelu.png", "latency_lltm.png", "latency_polynomial_activation.png",
-                    "latency_relu_scale.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
+    assert pngs == ["check_errors.png", "latency_bias_gelu.png", "latency_layernorm.png", "latency_linear_gelu.png",
+                    "latency_lltm.png", "latency_polynomial_activation.png", "latency_relu_scale.png", "latency_rmsnorm.png",
+                    "latency_softmax.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
     assert all(f"plots/{name}" in index for name in pngs)
     assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
 

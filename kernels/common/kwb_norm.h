@@ -29,7 +29,7 @@ struct NormBackwardParams {
   void* grad_x;        // rows x cols, written in full
   void* grad_weight;   // cols, written in full: sum over rows of grad * xhat
   void* grad_bias;     // cols, written in full (LayerNorm only): sum over rows of grad
-  float* workspace;    // 2 x workspace_rows x cols: partial column sums
+  float* workspace;    // workspace_rows x planes x cols: partial column sums (planes: grad_w, grad_b)
   int64_t rows, cols;
 };
 

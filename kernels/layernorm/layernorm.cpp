@@ -75,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layernorm_backward_cuda_op(const 
   const bool aligned = kwb::all_aligned({&xc, &gc, &wc, &gx});
   const kwb::DType dtype = kwb::to_dtype(xc.scalar_type());
   const int64_t ws_rows = layernorm_backward_workspace_rows(rows, cols, dtype, aligned);
-  at::Tensor ws = at::empty({2, ws_rows, cols}, xc.options().dtype(at::kFloat));
+  at::Tensor ws = at::empty({ws_rows, 2, cols}, xc.options().dtype(at::kFloat));
   const kwb::NormBackwardParams p{gc.const_data_ptr(), xc.const_data_ptr(), wc.const_data_ptr(), mc.const_data_ptr<float>(),
                                   rc.const_data_ptr<float>(), gx.mutable_data_ptr(), gw.mutable_data_ptr(),
                                   gb.mutable_data_ptr(), ws.mutable_data_ptr<float>(), rows, cols};

@@ -3,7 +3,7 @@
 #pragma once
 #include "kwb_norm.h"
 
-// Rows of each workspace plane layernorm_backward_cuda needs (its workspace is 2 x rows x cols floats).
+// Rows of each workspace plane layernorm_backward_cuda needs (its workspace is rows x 2 x cols floats).
 int64_t layernorm_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);
 
 // Each returns nullptr on success, else CUDA's error string. aligned: every pointer is 16-byte

@@ -180,10 +180,17 @@ using Launcher = const char* (*)(const LinearGeluParams&, kwb::DType, cudaStream
 at::Tensor run_matrix_kernel(const char* op, Launcher launch, const at::Tensor& x, const at::Tensor& weight,
                              const at::Tensor& bias, bool tanh_form, at::Tensor* pre) {
   const at::Tensor x2 = rows_of(x), wc = kwb::contiguous(weight), bc = kwb::contiguous(bias);
-  at::Tensor y = at::empty({x2.size(0), wc.size(0)}, x2.options());
+  const int64_t m = x2.size(0), n = wc.size(0), k = x2.size(1);
+  at::Tensor y = at::empty({m, n}, x2.options());
   if (pre) *pre = at::empty_like(y);
+  // the tiled kernel's pieces of k, summed in a workspace (the naive kernel takes k whole)
+  const int splits = launch == linear_gelu_tiled_cuda ? linear_gelu_tiled_splits(m, n, k) : 1;
+  at::Tensor partial;
+  if (splits > 1)
+    partial = at::empty({splits, m, n}, x2.options().dtype(x2.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
   const LinearGeluParams p{x2.const_data_ptr(), wc.const_data_ptr(), bc.const_data_ptr(), y.mutable_data_ptr(),
-                           pre ? pre->mutable_data_ptr() : nullptr, x2.size(0), wc.size(0), x2.size(1), tanh_form};
+                           pre ? pre->mutable_data_ptr() : nullptr, m, n, k, tanh_form,
+                           splits > 1 ? partial.mutable_data_ptr() : nullptr, splits};
   KWB_CHECK_LAUNCH(op, launch(p, kwb::to_dtype(x2.scalar_type()), kwb::current_stream(x2)));
   return y;
 }

@@ -6,9 +6,11 @@
 //          the tutorials' kernel. Threads of a warp read W rows k elements apart (no
 //          coalescing), and nothing is reused through shared memory or registers.
 //   tiled  32 x 32 output tiles, 32-wide slabs of x and W staged in shared memory, each thread
-//          4 outputs in registers, bias + GELU applied before the one store. For fp32 with
-//          few rows (32 x 768 -> 3072: 96 blocks) this beats cuBLAS, whose fp32 kernel for
-//          that shape took 41 us on the H100 (BASELINES.md).
+//          4 outputs in registers, bias + GELU applied before the one store; split over k
+//          when the tiles alone do not fill the GPU. At 32 x 768 -> 3072 fp32 there are 96
+//          tiles: one block per tile took 46 us on the H100 (each of its 24 slabs waits for
+//          its loads; nothing else runs on the SM to hide that), slower than cuBLAS (41 us).
+//          Split 6 ways over k, 576 blocks keep W's loads in flight (NOTES.md).
 //
 // Large and half-precision products go to cuBLASLt (linear_gelu.cpp): no SIMT kernel comes
 // near its tensor-core kernels (about 790 TFLOP/s on large bf16 products on the H100).
@@ -57,12 +59,16 @@ __global__ void __launch_bounds__(kThreads2d * kThreads2d) tiled_kernel(LinearGe
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreads2d + tx;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col0 = static_cast<int64_t>(blockIdx.x) * kTile;
   A acc[2][2] = {};
-  for (int64_t k0 = 0; k0 < p.k; k0 += kSlab) {
+  // this block's piece of k: whole slabs, [k_begin, k_end)
+  const int64_t k_per = ((p.k + p.splits - 1) / p.splits + kSlab - 1) / kSlab * kSlab;
+  const int64_t k_begin = static_cast<int64_t>(blockIdx.z) * k_per;
+  const int64_t k_end = k_begin + k_per < p.k ? k_begin + k_per : p.k;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kSlab) {
     // 1024 elements of each tile, 4 per thread; consecutive threads take consecutive k (coalesced)
 #pragma unroll
     for (int e = tid; e < kTile * kSlab; e += kThreads2d * kThreads2d) {
       const int r = e / kSlab, kk = e % kSlab;
-      const bool in_k = k0 + kk < p.k;
+      const bool in_k = k0 + kk < k_end;
       xs[r][kk] = row0 + r < p.m && in_k ? kwb::to_acc<A>(x[(row0 + r) * p.k + k0 + kk]) : A(0);
       ws[r][kk] = col0 + r < p.n && in_k ? kwb::to_acc<A>(w[(col0 + r) * p.k + k0 + kk]) : A(0);
     }
@@ -83,8 +89,22 @@ __global__ void __launch_bounds__(kThreads2d * kThreads2d) tiled_kernel(LinearGe
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int64_t row = row0 + ty + i * kThreads2d, col = col0 + tx + j * kThreads2d;
-      if (row < p.m && col < p.n) epilogue<T, kTanh>(p, row, col, acc[i][j]);
+      if (row >= p.m || col >= p.n) continue;
+      if (p.splits == 1) epilogue<T, kTanh>(p, row, col, acc[i][j]);
+      else static_cast<A*>(p.partial)[(blockIdx.z * p.m + row) * p.n + col] = acc[i][j];
     }
+}
+
+// Split k: y = GELU(b + the pieces' sums, added in order).
+template <typename T, bool kTanh>
+__global__ void __launch_bounds__(256) splitk_epilogue(LinearGeluParams p) {
+  using A = kwb::acc_t<T>;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.m * p.n) return;
+  const A* partial = static_cast<const A*>(p.partial);
+  A acc = A(0);
+  for (int z = 0; z < p.splits; ++z) acc += partial[z * p.m * p.n + i];
+  epilogue<T, kTanh>(p, i / p.n, i % p.n, acc);
 }
 
 template <typename T, bool kTanh>
@@ -117,12 +137,31 @@ const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, 
   });
 }
 
+// Pieces of k: enough blocks for 4 per SM, each piece at least 4 slabs (128 of k).
+int linear_gelu_tiled_splits(int64_t m, int64_t n, int64_t k) {
+  const int64_t tiles = ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
+  if (tiles == 0) return 1;
+  int64_t splits = (4 * kwb::sm_count() + tiles - 1) / tiles;
+  const int64_t most = k / (4 * kSlab);
+  if (splits > most) splits = most;
+  if (splits > 64) splits = 64;
+  return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
 const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return nullptr;
+  if (p.splits > 1 && p.partial == nullptr) return "linear_gelu_tiled: splits > 1 needs the partial-sum workspace";
   return KWB_DTYPE_SWITCH(dtype, T, [&] {
     const dim3 threads(kThreads2d, kThreads2d);
-    if (p.tanh) tiled_kernel<T, true><<<grid_2d(p.m, p.n, kTile), threads, 0, stream>>>(p);
-    else tiled_kernel<T, false><<<grid_2d(p.m, p.n, kTile), threads, 0, stream>>>(p);
+    dim3 grid = grid_2d(p.m, p.n, kTile);
+    grid.z = static_cast<unsigned>(p.splits);
+    if (p.tanh) tiled_kernel<T, true><<<grid, threads, 0, stream>>>(p);
+    else tiled_kernel<T, false><<<grid, threads, 0, stream>>>(p);
+    if (p.splits > 1) {
+      const unsigned blocks = static_cast<unsigned>((p.m * p.n + 255) / 256);
+      if (p.tanh) splitk_epilogue<T, true><<<blocks, 256, 0, stream>>>(p);
+      else splitk_epilogue<T, false><<<blocks, 256, 0, stream>>>(p);
+    }
     return kwb::last_launch_error();
   });
 }

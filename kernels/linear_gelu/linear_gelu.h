@@ -16,6 +16,8 @@ struct LinearGeluParams {
   void* pre;         // m x n, x W^T + b before the GELU (written in full), or nullptr
   int64_t m, n, k;
   bool tanh;         // GELU's tanh approximation, else the exact erf form
+  void* partial;     // tiled kernel, splits > 1: splits x m x n sums (float; double for fp64 data)
+  int splits;        // tiled kernel: the k range is cut in this many pieces (linear_gelu_tiled_splits)
 };
 
 // y = GELU(pre) elementwise over n values (y may be pre: in place).
@@ -38,7 +40,10 @@ struct GeluBackwardParams {
 // Each returns nullptr on success, else CUDA's error string.
 // One thread per output, a dot product over k straight from global memory (the tutorials' kernel).
 const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
-// 32 x 32 output tiles through shared memory, fp32 accumulation, bias + GELU in the epilogue.
+// 32 x 32 output tiles through shared memory, fp32 accumulation, bias + GELU in the epilogue;
+// with splits > 1, each of `splits` blocks per tile sums a piece of k into p.partial and a
+// second kernel adds the pieces in order (deterministic) before the epilogue.
+int linear_gelu_tiled_splits(int64_t m, int64_t n, int64_t k);
 const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, cudaStream_t stream);

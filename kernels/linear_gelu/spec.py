@@ -62,7 +62,7 @@ SHAPES = [(1, 1, 1), (3, 37, 5), (7, 199, 33), (33, 64, 760), (2, 1128, 17), (3,
 SPEC = KernelSpec(
     ops=[
         OpSpec("linear_gelu_tanh", reference, inputs_for("tanh"), flops=flops, bytes_moved=bytes_moved, grad_inputs=(0, 1, 2),
-               calls="linear_gelu", vendor=addmm_gelu, vendor_name="cublaslt", tolerances=TOLERANCES,
+               calls="linear_gelu", vendor=addmm_gelu, vendor_name="addmm_activation", tolerances=TOLERANCES,
                grad_tolerances=GRAD_TOLERANCES),
         OpSpec("linear_gelu_erf", reference, inputs_for("none"), flops=flops, bytes_moved=bytes_moved, grad_inputs=(0, 1, 2),
                calls="linear_gelu", tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES),

@@ -29,12 +29,14 @@ TOLERANCES = {
     torch.bfloat16: Tolerance(1e-6, 1.6e-2, 8e-3),
 }
 # grad_x = y * (grad - sum(grad * y)) cancels where grad is close to the row's dot product:
-# the error is then relative to y * |grad|, not to grad_x.
+# the error is then relative to y * |grad|, not to grad_x. Half types take y as the forward
+# rounded it: bf16 at 17 columns (y ~ 0.06) had grad_x off by 1.4e-3 (0.0016 for 0.0031) on
+# the H100, as eager bf16 is; the norm-wise bound stays tight.
 GRAD_TOLERANCES = {
     torch.float64: Tolerance(1e-14, 1e-10, 1e-12),
     torch.float32: Tolerance(1e-8, 1e-3, 1e-5),
-    torch.float16: Tolerance(1e-5, 4e-3, 2e-3),
-    torch.bfloat16: Tolerance(1e-4, 3e-2, 1.6e-2),
+    torch.float16: Tolerance(5e-4, 8e-3, 2e-3),
+    torch.bfloat16: Tolerance(4e-3, 3e-2, 1.6e-2),
 }
 
 # The awkward lengths; a row longer than the register path holds (8192 fp32, 16384 bf16; 2048
