@@ -7,7 +7,7 @@ torch.compile and cuBLASLt's GELU + bias epilogue.
 naive    one thread per output, the dot product from global memory (kernels/linear_gelu: the
          tutorials' kernel, kept for teaching)
 tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
-shipped  k.linear_gelu: the tiled kernel for fp32 batches of at most 64 rows, else cuBLASLt
+shipped  k.linear_gelu: the tiled kernel for fp32 batches of 17 to 48 rows, else cuBLASLt
          (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 

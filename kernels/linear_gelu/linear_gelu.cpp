@@ -3,7 +3,7 @@
 // implementation, the CUDA routes and the registrations; the CUDA kernels are in linear_gelu.cu.
 //
 // CUDA routes (NOTES.md has the measurements behind them):
-//   fp32 with at most kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
+//   fp32 with kTiledMinRows to kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
 //   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
@@ -28,9 +28,11 @@
 
 namespace {
 
-// fp32 batches up to this many rows take the tiled kernel; 32 x 768 -> 3072 took 41 us on
-// cuBLAS's fp32 kernel (BASELINES.md). NOTES.md has the measured crossover.
-constexpr int64_t kTiledMaxRows = 64;
+// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel. Measured at
+// x 768 -> 3072 on the H100 (NOTES.md): 32 rows 27.6 us tiled against cuBLAS's 42.0; but
+// 8 rows 26.6 against 17.9 and 64 rows 42.0 against 33.9 (cuBLAS's fp32 kernel choice is
+// poor only around 32 rows).
+constexpr int64_t kTiledMinRows = 17, kTiledMaxRows = 48;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;
@@ -196,7 +198,8 @@ at::Tensor run_matrix_kernel(const char* op, Launcher launch, const at::Tensor& 
 }
 
 bool tiled_route(const at::Tensor& x) {
-  return x.scalar_type() == at::kFloat && rows_of(x).size(0) <= kTiledMaxRows;
+  const int64_t m = rows_of(x).size(0);
+  return x.scalar_type() == at::kFloat && m >= kTiledMinRows && m <= kTiledMaxRows;
 }
 
 void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_form) {
