@@ -36,7 +36,7 @@ def main() -> None:
     ax.set_ylim(0, 105)
     ax.axhline(85, color="gray", lw=0.5)
     first = results.read(csv)[0]
-    ax.set_title(f"bf16 forward, {first.get('device', '')}, torch {first.get('torch', '')}", fontsize=9)
+    ax.set_title(f"bf16 forward, {first.get('device_name', '')}, torch {first.get('torch', '')}", fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
