@@ -27,9 +27,8 @@ def test_matches_reference_on_awkward_shapes_through_the_harness(k, name):
     assert {c.dtype for c in report.cases} == {torch.float32, torch.float16, torch.bfloat16}
 
 
-def _row_args(name, shape, dtype, seed=0):
-    kernel_spec = wb.load(name, device="cpu").spec  # the spec module (no build for CUDA needed)
-    return kernel_spec.make_inputs(shape, dtype, "cuda", torch.Generator().manual_seed(seed))
+def _row_args(kernel, shape, dtype, seed=0):
+    return kernel.spec.make_inputs(shape, dtype, "cuda", torch.Generator().manual_seed(seed))
 
 
 # Row lengths around every path boundary: register path (1 to 4 vectors a thread, 1 to 1024
@@ -58,7 +57,7 @@ def test_the_issue_size_bf16_16384x4096(k, name):
 @pytest.mark.parametrize("cols", [64, 4096, 20000])
 def test_unaligned_data_takes_the_scalar_path(k, name, cols):
     """x starting one element past a 16-byte boundary: no 16-byte vectors, same results."""
-    args = _row_args(name, (5, cols), torch.bfloat16)
+    args = _row_args(k[name], (5, cols), torch.bfloat16)
     buf = torch.empty(5 * cols + 1, dtype=torch.bfloat16, device="cuda")
     x = buf[1:].view(5, cols)
     x.copy_(args[0])

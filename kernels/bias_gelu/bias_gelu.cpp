@@ -12,6 +12,7 @@
 
 #include "bias_gelu.h"
 #include "kwb_checks.h"
+#include "kwb_gelu_cpu.h"
 #include "kwb_library.h"
 
 namespace {
@@ -39,26 +40,6 @@ void check_args(const char* op, const at::Tensor& x, const at::Tensor& bias,
 
 // ---- CPU --------------------------------------------------------------------------------
 
-template <typename A>
-A gelu_cpu(A v, bool tanh_form) {
-  if (tanh_form) {
-    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
-    return v / (A(1) + std::exp(A(-2) * u));
-  }
-  return A(0.5) * v * (A(1) + std::erf(v * A(0.7071067811865476)));
-}
-
-template <typename A>
-A gelu_grad_cpu(A v, bool tanh_form) {
-  if (tanh_form) {
-    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
-    const A du = A(0.7978845608028654) * (A(1) + A(3 * 0.044715) * v * v);
-    const A s = A(1) / (A(1) + std::exp(A(-2) * u));
-    return s + v * s * (A(1) - s) * A(2) * du;
-  }
-  return A(0.5) * (A(1) + std::erf(v * A(0.7071067811865476))) + v * std::exp(A(-0.5) * v * v) * A(0.3989422804014327);
-}
-
 at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& bias, c10::string_view approximate) {
   const bool tanh_form = is_tanh(kOp, approximate);
   check_args(kOp, x, bias, {at::kFloat, at::kDouble}, "CPU");
@@ -72,7 +53,7 @@ at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& bias, c10::strin
     const int64_t grain = std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(cols, 1));
     at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = gelu_cpu(in[r * cols + c] + b[c], tanh_form);
+        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = kwb::gelu_cpu(in[r * cols + c] + b[c], tanh_form);
     });
   });
   return y;
@@ -97,7 +78,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cpu(const at::Tensor& grad
     at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < cols; ++c)
-          out[r * cols + c] = g[r * cols + c] * gelu_grad_cpu(in[r * cols + c] + b[c], tanh_form);
+          out[r * cols + c] = g[r * cols + c] * kwb::gelu_grad_cpu(in[r * cols + c] + b[c], tanh_form);
     });
   });
   // grad_bias: the column sums of grad_x (ATen's sum is deterministic on the CPU)

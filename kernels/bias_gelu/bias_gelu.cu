@@ -106,19 +106,12 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
   }
 }
 
-// 16-byte vectors when the pointers are aligned and a row is a whole number of vectors.
-template <typename T>
-int vec_for(int64_t cols, bool aligned) {
-  constexpr int kVec = 16 / sizeof(T);
-  return aligned && cols % kVec == 0 ? kVec : 1;
-}
-
 constexpr double kForwardWaves = 4;   // short runs of rows, many blocks
 constexpr double kBackwardWaves = 1;  // long runs: a small column-sum workspace
 
 template <typename T, bool kTanh>
 const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) {
-  const int vec = vec_for<T>(p.cols, aligned);
+  const int vec = kwb::row_vec<T>(p.cols, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kForwardWaves);
   if (t.blocks() == 0) return nullptr;
   const auto* x = static_cast<const T*>(p.x);
@@ -133,7 +126,7 @@ const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) 
 template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
-  const int vec = vec_for<T>(p.cols, aligned);
+  const int vec = kwb::row_vec<T>(p.cols, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
@@ -155,7 +148,7 @@ const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t
 int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
   int vec = 1;
   KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = vec_for<T>(cols, aligned);
+    vec = kwb::row_vec<T>(cols, aligned);
     return nullptr;
   });
   return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;

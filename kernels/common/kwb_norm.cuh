@@ -289,38 +289,12 @@ __global__ void __launch_bounds__(256) norm_param_grads(NormBackwardParams p, Ro
   if constexpr (kCentered) ws[t.cols + c] = sb;
 }
 
-// grad_w (and grad_b) from the workspace's [row][plane][col] partial sums, one launch for both
-// planes (column_sums() of kwb_rows.cuh, with each plane's output in its own tensor).
-template <typename T, int kPlanesT>
-__global__ void __launch_bounds__(kSumCols * kSumLanes) norm_column_sums(const float* __restrict__ partial, T* out_w,
-                                                                          T* out_b, int64_t rows, int64_t cols) {
-  __shared__ float lane_sums[kSumLanes][kSumCols + 1];
-  const int64_t width = kPlanesT * cols;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kSumCols + threadIdx.x;
-  float sum = 0.f;
-  if (c < width) {
-    for (int64_t r = threadIdx.y; r < rows; r += kSumLanes) sum += partial[r * width + c];
-  }
-  lane_sums[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < width) {
-    float total = 0.f;
-#pragma unroll
-    for (int y = 0; y < kSumLanes; ++y) total += lane_sums[y][threadIdx.x];
-    if (c < cols) out_w[c] = from_acc<T>(total);
-    else out_b[c - cols] = from_acc<T>(total);
-  }
-}
-
-inline unsigned norm_grid(int64_t grid) { return static_cast<unsigned>(grid < 0x7fffffff ? grid : 0x7fffffff); }
-
 template <typename T>
 RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
   return rowwise_launch(rows, cols, row_vec<T>(cols, aligned), kNormBackwardVecs, true, kNormBackwardVecs);
 }
 
-template <typename T>
-RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
+inline RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
   return row_tiling(rows, cols, 1, 1.0, kMaxSumBlocks);
 }
 
@@ -328,7 +302,7 @@ RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
 template <typename T>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
-  if (L.vecs == 0) return norm_param_tiling<T>(rows, cols).row_blocks;
+  if (L.vecs == 0) return norm_param_tiling(rows, cols).row_blocks;
   return L.grid * L.rows_per_block;
 }
 
@@ -339,12 +313,12 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
   if (L.grid == 0 || p.cols == 0) return nullptr;
   const bool wide = vec > 1;
   if (L.vecs == 0) {
-    if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
-    else norm_forward_loop<T, 1, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+    if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
+    else norm_forward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
   } else {
     KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
-      if (wide) norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
-      else norm_forward_regs<T, 1, kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+      if (wide) norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
+      else norm_forward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
     });
   }
   return last_launch_error();
@@ -359,25 +333,24 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   int64_t ws_rows;
   if (L.vecs == 0) {
     if (L.grid > 0) {
-      if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
-      else norm_backward_loop<T, 1, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p);
+      if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
+      else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
     }
-    const RowTiling t = norm_param_tiling<T>(p.rows, p.cols);
+    const RowTiling t = norm_param_tiling(p.rows, p.cols);
     ws_rows = t.row_blocks;
     if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
   } else {
     ws_rows = L.grid * L.rows_per_block;
     if (L.grid > 0) {
       constexpr int kVecs = kNormBackwardVecs;
-      if (wide) norm_backward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
-      else norm_backward_regs<T, 1, kVecs, kCentered><<<norm_grid(L.grid), L.block, 0, stream>>>(p, L.tpr);
+      if (wide) norm_backward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
+      else norm_backward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
     }
   }
-  // 0 rows: no partials, and the sums come out zero
+  // 0 rows: no partials, and the sums come out zero. Workspace rows hold both planes.
   constexpr int kP = kPlanes<kCentered>;
-  const unsigned blocks = static_cast<unsigned>((kP * p.cols + kSumCols - 1) / kSumCols);
-  norm_column_sums<T, kP><<<blocks, dim3(kSumCols, kSumLanes), 0, stream>>>(
-      p.workspace, static_cast<T*>(p.grad_weight), static_cast<T*>(p.grad_bias), ws_rows, p.cols);
+  column_sums(p.workspace, static_cast<T*>(p.grad_weight), ws_rows, p.cols, stream, kP * p.cols);
+  if constexpr (kCentered) column_sums(p.workspace + p.cols, static_cast<T*>(p.grad_bias), ws_rows, p.cols, stream, kP * p.cols);
   return last_launch_error();
 }
 

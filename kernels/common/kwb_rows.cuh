@@ -27,6 +27,13 @@ struct RowTiling {
   int64_t blocks() const { return col_blocks * row_blocks; }
 };
 
+// 16-byte vectors when every pointer is aligned and a row is a whole number of them.
+template <typename T>
+int row_vec(int64_t cols, bool aligned) {
+  constexpr int kVec = 16 / sizeof(T);
+  return aligned && cols % kVec == 0 ? kVec : 1;
+}
+
 // Row blocks that write column sums are capped at this many. LLTM's backward at batch 4096,
 // state 1024 had 1024 row blocks of 4 rows: summing the partials took 98 us a step on the
 // H100 (a 1-D reduction then), against 69 us for the whole pointwise backward. A floor of
@@ -58,7 +65,8 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   return t;
 }
 
-// out[c] = sum over r of partial[r, c], r = 0 .. row_blocks-1, for c < cols. A block takes
+// out[c] = sum over r of partial[r * stride + c], r = 0 .. row_blocks-1, for c < cols (stride:
+// the workspace's row length, cols unless several sums share a row). A block takes
 // 32 columns (128-byte rows of fp32) and 8 lanes down the rows: lane y adds rows y, y + 8, ...,
 // then lane 0 adds the 8 lane sums in order, so the result never depends on timing.
 constexpr int kSumCols = 32;
@@ -67,12 +75,12 @@ constexpr int kSumLanes = 8;
 template <typename T, typename A>
 __global__ void __launch_bounds__(kSumCols * kSumLanes) column_sums_kernel(const A* __restrict__ partial,
                                                                             T* __restrict__ out, int64_t row_blocks,
-                                                                            int64_t cols) {
+                                                                            int64_t cols, int64_t stride) {
   __shared__ A lane_sums[kSumLanes][kSumCols + 1];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kSumCols + threadIdx.x;
   A sum = A(0);
   if (c < cols) {
-    for (int64_t r = threadIdx.y; r < row_blocks; r += kSumLanes) sum += partial[r * cols + c];
+    for (int64_t r = threadIdx.y; r < row_blocks; r += kSumLanes) sum += partial[r * stride + c];
   }
   lane_sums[threadIdx.y][threadIdx.x] = sum;
   __syncthreads();
@@ -85,10 +93,10 @@ __global__ void __launch_bounds__(kSumCols * kSumLanes) column_sums_kernel(const
 }
 
 template <typename T, typename A>
-void column_sums(const A* partial, T* out, int64_t row_blocks, int64_t cols, cudaStream_t stream) {
+void column_sums(const A* partial, T* out, int64_t row_blocks, int64_t cols, cudaStream_t stream, int64_t stride = -1) {
   if (cols == 0) return;
   column_sums_kernel<T, A><<<static_cast<unsigned>((cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
-                             stream>>>(partial, out, row_blocks, cols);
+                             stream>>>(partial, out, row_blocks, cols, stride < 0 ? cols : stride);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ struct RowwiseLaunch {
   int block;           // threads per block
   int rows_per_block;  // block / tpr
   int64_t grid;        // blocks
+
+  // blocks to launch: at most 2^31 - 1 (gridDim.x's limit); the row loop covers the rest
+  unsigned launch_blocks() const { return static_cast<unsigned>(grid < 0x7fffffff ? grid : 0x7fffffff); }
 };
 
 inline int64_t pow2_ceil(int64_t v) {
@@ -75,13 +78,6 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
   const int64_t wave = static_cast<int64_t>(sm_count()) * (2048 / L.block);
   L.grid = persistent && groups > wave ? wave : groups;
   return L;
-}
-
-// 16-byte vectors when every pointer is aligned and a row is a whole number of them.
-template <typename T>
-int row_vec(int64_t cols, bool aligned) {
-  constexpr int kVec = 16 / sizeof(T);
-  return aligned && cols % kVec == 0 ? kVec : 1;
 }
 
 struct SumOp {

@@ -23,6 +23,7 @@
 #include <tuple>
 
 #include "kwb_checks.h"
+#include "kwb_gelu_cpu.h"
 #include "kwb_library.h"
 #include "linear_gelu.h"
 
@@ -71,26 +72,6 @@ std::vector<int64_t> out_shape(const at::Tensor& x, const at::Tensor& weight) {
 
 // ---- CPU --------------------------------------------------------------------------------
 
-template <typename A>
-A gelu_cpu(A v, bool tanh_form) {
-  if (tanh_form) {
-    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
-    return v / (A(1) + std::exp(A(-2) * u));
-  }
-  return A(0.5) * v * (A(1) + std::erf(v * A(0.7071067811865476)));
-}
-
-template <typename A>
-A gelu_grad_cpu(A v, bool tanh_form) {
-  if (tanh_form) {
-    const A u = A(0.7978845608028654) * (v + A(0.044715) * v * v * v);
-    const A du = A(0.7978845608028654) * (A(1) + A(3 * 0.044715) * v * v);
-    const A s = A(1) / (A(1) + std::exp(A(-2) * u));
-    return s + v * s * (A(1) - s) * A(2) * du;
-  }
-  return A(0.5) * (A(1) + std::erf(v * A(0.7071067811865476))) + v * std::exp(A(-0.5) * v * v) * A(0.3989422804014327);
-}
-
 // out = gelu(pre) (backward: grad * gelu'(pre)) over every element, on the CPU.
 void gelu_map_cpu(const at::Tensor& pre, const at::Tensor* grad, at::Tensor& out, bool tanh_form) {
   AT_DISPATCH_FLOATING_TYPES(pre.scalar_type(), "linear_gelu", [&] {
@@ -98,7 +79,7 @@ void gelu_map_cpu(const at::Tensor& pre, const at::Tensor* grad, at::Tensor& out
     const scalar_t* g = grad ? grad->const_data_ptr<scalar_t>() : nullptr;
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, pre.numel(), kwb::kCpuGrain, [=](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) o[i] = g ? g[i] * gelu_grad_cpu(in[i], tanh_form) : gelu_cpu(in[i], tanh_form);
+      for (int64_t i = i0; i < i1; ++i) o[i] = g ? g[i] * kwb::gelu_grad_cpu(in[i], tanh_form) : kwb::gelu_cpu(in[i], tanh_form);
     });
   });
 }

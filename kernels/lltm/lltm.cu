@@ -142,18 +142,12 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
   }
 }
 
-template <typename T>
-int vec_for(int64_t state, bool aligned) {
-  constexpr int kVec = 16 / sizeof(T);
-  return aligned && state % kVec == 0 ? kVec : 1;
-}
-
 constexpr double kForwardWaves = 4;
 constexpr double kBackwardWaves = 1;  // long runs of rows: a small bias-gradient workspace
 
 template <typename T>
 const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t stream) {
-  const int vec = vec_for<T>(p.state, aligned);
+  const int vec = kwb::row_vec<T>(p.state, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kForwardWaves);
   if (t.blocks() == 0) return nullptr;
   const unsigned blocks = static_cast<unsigned>(t.blocks());
@@ -165,7 +159,7 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
-  const int vec = vec_for<T>(p.state, aligned);
+  const int vec = kwb::row_vec<T>(p.state, aligned);
   const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMaxSumBlocks);
   if (t.blocks() > 0) {
     const unsigned blocks = static_cast<unsigned>(t.blocks());
@@ -183,7 +177,7 @@ const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t str
 int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dtype, bool aligned) {
   int vec = 1;
   KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = vec_for<T>(state, aligned);
+    vec = kwb::row_vec<T>(state, aligned);
     return nullptr;
   });
   return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;

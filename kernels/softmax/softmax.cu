@@ -168,20 +168,16 @@ __global__ void __launch_bounds__(1024) backward_loop(const T* __restrict__ grad
   }
 }
 
-unsigned grid_of(const kwb::RowwiseLaunch& L) {
-  return static_cast<unsigned>(L.grid < 0x7fffffff ? L.grid : 0x7fffffff);  // the row loop covers the rest
-}
-
 template <typename T, int kVec>
 void forward_launch(const SoftmaxParams& p, const kwb::RowwiseLaunch& L, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(p.x);
   auto* y = static_cast<T*>(p.y);
   if (L.vecs == 0) {
-    forward_loop<T, kVec><<<grid_of(L), L.block, 0, stream>>>(x, y, p.rows, p.cols);
+    forward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols);
     return;
   }
   KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
-    forward_regs<T, kVec, kVecs><<<grid_of(L), L.block, 0, stream>>>(x, y, p.rows, p.cols, L.tpr);
+    forward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols, L.tpr);
   });
 }
 
@@ -191,11 +187,11 @@ void backward_launch(const SoftmaxBackwardParams& p, const kwb::RowwiseLaunch& L
   const auto* y = static_cast<const T*>(p.y);
   auto* gx = static_cast<T*>(p.grad_x);
   if (L.vecs == 0) {
-    backward_loop<T, kVec><<<grid_of(L), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols);
+    backward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols);
     return;
   }
   KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
-    backward_regs<T, kVec, kVecs><<<grid_of(L), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols, L.tpr);
+    backward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols, L.tpr);
   });
 }
 
