@@ -347,10 +347,11 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
       else norm_backward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
     }
   }
-  // 0 rows: no partials, and the sums come out zero. Workspace rows hold both planes.
-  constexpr int kP = kPlanes<kCentered>;
-  column_sums(p.workspace, static_cast<T*>(p.grad_weight), ws_rows, p.cols, stream, kP * p.cols);
-  if constexpr (kCentered) column_sums(p.workspace + p.cols, static_cast<T*>(p.grad_bias), ws_rows, p.cols, stream, kP * p.cols);
+  // 0 rows: no partials, and the sums come out zero
+  if constexpr (kCentered)
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), static_cast<T*>(p.grad_bias), ws_rows, p.cols, stream);
+  else
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), ws_rows, p.cols, stream);
   return last_launch_error();
 }
 
