@@ -31,7 +31,6 @@ constexpr int kRowMaxThreads = 1024;
 constexpr int kRowBlockMin = 128;  // short rows: 128 / tpr rows share a block
 
 struct RowwiseLaunch {
-  int vec;             // elements per access: 16 bytes' worth, or 1
   int vecs;            // vectors per thread in registers (1, 2, 4); 0: the looping path
   int tpr;             // threads per row, a power of two
   int block;           // threads per block
@@ -60,7 +59,6 @@ constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
   RowwiseLaunch L{};
-  L.vec = vec;
   const int64_t nv = (cols + vec - 1) / vec;
   int64_t tpr = pow2_ceil((nv + target_vecs - 1) / target_vecs);
   if (tpr > kRowMaxThreads) tpr = kRowMaxThreads;

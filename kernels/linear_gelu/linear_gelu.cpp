@@ -18,7 +18,6 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 
-#include <cmath>
 #include <string>
 #include <tuple>
 
