@@ -113,6 +113,22 @@ def test_a_vendor_route_and_a_flops_model_get_their_columns(session, monkeypatch
     assert "× vendor" in report._repr_markdown_()
 
 
+def test_a_vendor_route_of_another_device_is_not_timed(session, monkeypatch):
+    """linear_gelu's cuBLASLt route is CUDA-only (on the CPU, _addmm_activation is another GELU)."""
+    k = wb.load("relu_scale", device="cpu")
+    op = k.spec.SPEC.op("relu_scale")
+    monkeypatch.setattr(op, "vendor", lambda x, a: torch.nn.functional.relu(x) * a)
+    monkeypatch.setattr(op, "vendor_name", "F.relu")
+    monkeypatch.setattr(op, "vendor_device", "cuda")
+    report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)], baselines="eager,vendor", session=session)
+    assert {r["provider"] for r in report.rows} == {"kwb", "eager"} and report.ok
+    assert wb.benchmark.count_measurements(k, "cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
+                                           baselines="eager,vendor") == 2
+    monkeypatch.setattr(op, "vendor_device", "cpu")
+    report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)], baselines="eager,vendor", session=session)
+    assert {r["provider"] for r in report.rows} == {"kwb", "eager", "F.relu"}
+
+
 def test_spec_modules_are_importable_by_name_for_torch_compile():
     # torch.compile, inlining a spec's reference, finds the reference's globals (torch) through
     # sys.modules[fn.__module__]; without it every compile baseline failed on torch 2.11.

@@ -269,7 +269,7 @@ def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Sess
     spec = spec_of(kernel)
     rows = []
     for op in select_ops(spec, ops, kernel.name):
-        vendor = op.vendor_name if "vendor" in baselines and op.vendor is not None else None
+        vendor = op.vendor_name if "vendor" in baselines and op.vendor_on(device) else None
         passes = [False, True] if backward and op.grad_inputs else [False]
         for dtype in select_dtypes(spec, dtypes, device, kernel.name):
             for size in [tuple(x) for x in (sizes or spec.sizes_for(device, sweep))]:
@@ -388,7 +388,7 @@ def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, s
     chosen = parse_baselines(baselines)
     total = 0
     for op in select_ops(spec, ops, kernel.name):
-        n_prov = 1 + ("eager" in chosen) + ("compile" in chosen) + ("vendor" in chosen and op.vendor is not None)
+        n_prov = 1 + ("eager" in chosen) + ("compile" in chosen) + ("vendor" in chosen and op.vendor_on(device))
         if backward and op.grad_inputs:
             n_prov += 1 + ("eager" in chosen) + ("compile" in chosen)
         total += n_prov * len(select_dtypes(spec, dtypes, device, kernel.name)) * len(sizes or spec.sizes_for(device, sweep))

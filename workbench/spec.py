@@ -61,7 +61,8 @@ class OpSpec:
         input read once, each output written once) and its floating-point operations.
     grad_inputs: indices of the arguments that take gradients (autograd is checked for these).
     eager: the eager baseline when it should differ from `reference`.
-    vendor: a vendor-library route to the same result (cuBLAS, cuDNN), timed as `vendor_name`.
+    vendor: a vendor-library route to the same result (cuBLAS, cuDNN), timed as `vendor_name`;
+        vendor_device: the device it is that route on ("cuda"), or None for every device.
     calls: the kernel's op (or ops.py function) this entry runs, when it differs from `name`:
         two entries can call one op with different arguments (bias_gelu's tanh and erf forms).
     """
@@ -77,6 +78,7 @@ class OpSpec:
     eager: Callable | None = None
     vendor: Callable | None = None
     vendor_name: str = "vendor"
+    vendor_device: str | None = None
     calls: str | None = None
 
     def tolerance(self, dtype: torch.dtype, grad: bool = False) -> Tolerance:
@@ -86,6 +88,9 @@ class OpSpec:
             raise KeyError(f"op {self.name!r} has no tolerance for {str(dtype).removeprefix('torch.')} "
                            f"(its spec gives {known}); add one to the OpSpec's tolerances")
         return table[dtype]
+
+    def vendor_on(self, device: str) -> bool:
+        return self.vendor is not None and self.vendor_device in (None, device)
 
     @property
     def kernel_op(self) -> str:
