@@ -72,16 +72,21 @@ def test_unaligned_data_takes_the_scalar_path(k, name, cols):
 
 @pytest.mark.parametrize("cols", [4, 3000, 20000])
 def test_softmax_infinite_and_nan_rows_give_what_pytorch_gives(k, cols):
-    x = torch.randn(6, cols, device="cuda") * 3
+    x = torch.randn(8, cols, device="cuda") * 3
     x[0] = float("-inf")                         # all -inf: NaN
     x[1, ::2] = float("-inf")                    # some -inf: zeros there
     x[2, cols // 2] = float("nan")               # NaN: the row NaN
     x[3, -1] = float("inf")                      # +inf: the row NaN
     x[4] = x[4] * 1e4                            # large: no overflow
     x[5, : cols // 2] = float("-inf")            # -inf first, then values (the online rescale)
+    x[6] = float("-inf")                         # one finite value, far below zero: threads
+    x[6, 0] = -300.0                             # of only -inf must write 0, not 0 * exp(300)
+    x[7] = float("-inf")
+    x[7, -1] = 5.0
     got, expected = k["softmax"].softmax(x), torch.softmax(x.double(), -1).float()
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5, equal_nan=True)
     assert torch.isnan(got[0]).all() and not torch.isnan(got[1]).any() and not torch.isnan(got[5]).any()
+    assert got[6, 0] == 1 and got[7, -1] == 1 and not torch.isnan(got[6:]).any()
 
 
 @pytest.mark.parametrize("cols", [4096, 20000])
@@ -101,6 +106,24 @@ def test_layernorm_zero_mean_unit_variance_per_row(k):
     y = k["layernorm"].layernorm(x, ones, zeros, 0.0).double()
     torch.testing.assert_close(y.mean(-1), torch.zeros(33, device="cuda", dtype=torch.float64), atol=1e-5, rtol=0)
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(33, device="cuda", dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cols", [4096, 20000])
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_layernorm_statistics_hold_far_from_zero_and_with_an_outlier(k, cols, offset):
+    """Rows around 1000 and rows with one value 1e4 away: a one-pass E[x^2] - E[x]^2 (or one
+    shifted by an outlier) loses the variance there; the (count, mean, M2) merge must not.
+    4096: the register path; 20000: the two-pass path."""
+    x = torch.randn(4, cols, device="cuda") + offset
+    x[1, 0] += 1e4                     # an outlier first in the row
+    x[2, -1] -= 1e4                    # and last
+    w, b = torch.randn(cols, device="cuda"), torch.randn(cols, device="cuda")
+    y, mean, rstd = k["layernorm"].layernorm_forward(x, w, b, 1e-5)
+    xd = x.double()
+    torch.testing.assert_close(mean.double(), xd.mean(-1), atol=1e-4 + abs(offset) * 1e-6, rtol=1e-6)
+    torch.testing.assert_close(rstd.double(), (xd.var(-1, unbiased=False) + 1e-5).rsqrt(), atol=0, rtol=1e-4)
+    expected = F.layer_norm(xd, (cols,), w.double(), b.double(), 1e-5)
+    torch.testing.assert_close(y.double(), expected, atol=2e-3, rtol=1e-3)
 
 
 # ---- linear_gelu ---------------------------------------------------------------------------

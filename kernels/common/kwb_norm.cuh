@@ -16,8 +16,7 @@
 // grad_x = 403 MB at bf16 16384 x 4096 (134 us), plus 2 x 528 x 4096 fp32 partials (17 MB).
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
-// that): two passes per row
-// (statistics, then the write), and the weight/bias gradients from a separate column kernel
+// that): two passes per row (statistics, then the write), and the weight/bias gradients from a separate column kernel
 // that reads grad and x once more.
 #pragma once
 #include "kwb_norm.h"
@@ -32,9 +31,25 @@ namespace {
 // the backward keeps rows of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
 constexpr int kNormForwardVecs = 4, kNormBackwardVecs = 1;
 
+// Merges two (count, mean, M2) partials of a row (Chan, Golub and LeVeque's pairwise update;
+// M2 = sum of squared deviations from the mean). Symmetric, as RowReducer needs:
+// na*ma + nb*mb and (mb - ma)^2 give the same bits either way round.
+struct MeanM2Combine {
+  __device__ __forceinline__ void operator()(float (&a)[3], const float (&b)[3]) const {
+    const float n = a[0] + b[0];
+    if (n == 0.f) return;  // both empty (threads past a row's end)
+    const float inv_n = 1.f / n, delta = b[1] - a[1];
+    const float mean = (a[0] * a[1] + b[0] * b[1]) * inv_n;
+    a[2] = a[2] + b[2] + delta * delta * (a[0] * b[0] * inv_n);
+    a[1] = mean;
+    a[0] = n;
+  }
+};
+
 template <typename T, int kVec, int kVecs, bool kCentered>
 __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(NormParams p, int tpr) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][3 * 32];
+  RowReducer<3> reduce(scratch);
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
@@ -46,28 +61,43 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(Norm
     const int64_t n = r < p.rows ? p.cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
     in.load(x + r * p.cols, n, lane, tpr);
-    float mean = 0.f;
+    // Statistics in one reduction. LayerNorm: each thread's (count, mean, M2) from its values
+    // in registers (centered on its own mean: no E[x^2] - E[x]^2 cancellation), merged across
+    // the row by Chan et al.'s pairwise update. RMSNorm: the sum of squares.
+    float mean = 0.f, var;
     if constexpr (kCentered) {
-      float s = 0.f;
+      float cnt = 0.f, s = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i)
+        if (in.in_row(i, lane, tpr, n)) {
+          cnt += kVec;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) s += in.at(i, j);
+        }
+      const float m_local = cnt > 0.f ? s / cnt : 0.f;
+      float m2 = 0.f;
 #pragma unroll
       for (int i = 0; i < kVecs; ++i)
         if (in.in_row(i, lane, tpr, n))
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) s += in.at(i, j);
-      mean = row_reduce(s, tpr, scratch, SumOp()) * inv_cols;
+          for (int j = 0; j < kVec; ++j) {
+            const float d = in.at(i, j) - m_local;
+            m2 += d * d;
+          }
+      float stats[3] = {cnt, m_local, m2};
+      reduce.all_reduce(stats, tpr, MeanM2Combine());
+      mean = stats[1];
+      var = stats[2] * inv_cols;
+    } else {
+      float ss = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i)
+        if (in.in_row(i, lane, tpr, n))
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) ss += in.at(i, j) * in.at(i, j);
+      var = reduce.sum(ss, tpr) * inv_cols;
     }
-    // The variance from the centered values (held in registers, so a second pass is free):
-    // no E[x^2] - E[x]^2 cancellation.
-    float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i)
-      if (in.in_row(i, lane, tpr, n))
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float d = in.at(i, j) - mean;
-          ss += d * d;
-        }
-    const float rstd = rsqrtf(row_reduce(ss, tpr, scratch, SumOp()) * inv_cols + p.eps);
+    const float rstd = rsqrtf(var + p.eps);
     if (lane == 0 && r < p.rows) {
       if constexpr (kCentered) p.mean[r] = mean;
       p.rstd[r] = rstd;
@@ -93,7 +123,8 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(Norm
 
 template <typename T, int kVec, bool kCentered>
 __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][3 * 32];
+  RowReducer<3> reduce(scratch);
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
@@ -102,28 +133,35 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
   const float inv_cols = 1.f / static_cast<float>(p.cols);
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     const T* xr = x + r * p.cols;
-    // One pass for both moments, shifted by the row's first element (a value of the row's
-    // own scale): sum((x - k)^2) - sum(x - k)^2 / n cancels far less than with k = 0.
-    const float k = kCentered ? to_acc<float>(xr[0]) : 0.f;
-    float s = 0.f, ss = 0.f;
+    // One pass for the statistics. LayerNorm: each vector's (count, mean, M2), merged into the
+    // thread's running triple and then across the row (MeanM2Combine): no cancellation, even
+    // for a row far from zero or with one outlier, at one division a vector.
+    float stats[3] = {0.f, 0.f, 0.f};
     for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
       float v[kVec];
       load_vec<T, kVec>(xr + i * kVec, v);
+      if constexpr (kCentered) {
+        float vs = 0.f;
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const float d = v[j] - k;
-        s += d;
-        ss += d * d;
+        for (int j = 0; j < kVec; ++j) vs += v[j];
+        const float vm = vs * (1.f / kVec);
+        float vm2 = 0.f;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) vm2 += (v[j] - vm) * (v[j] - vm);
+        const float part[3] = {static_cast<float>(kVec), vm, vm2};
+        MeanM2Combine()(stats, part);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) stats[0] += v[j] * v[j];
       }
     }
     float mean = 0.f, var;
-    ss = row_reduce(ss, blockDim.x, scratch, SumOp()) * inv_cols;
     if constexpr (kCentered) {
-      const float ds = row_reduce(s, blockDim.x, scratch, SumOp()) * inv_cols;
-      mean = k + ds;
-      var = fmaxf(ss - ds * ds, 0.f);
+      reduce.all_reduce(stats, blockDim.x, MeanM2Combine());
+      mean = stats[1];
+      var = stats[2] * inv_cols;
     } else {
-      var = ss;
+      var = reduce.sum(stats[0], blockDim.x) * inv_cols;
     }
     const float rstd = rsqrtf(var + p.eps);
     if (threadIdx.x == 0) {
@@ -156,7 +194,8 @@ template <bool kCentered> constexpr int kPlanes = kCentered ? 2 : 1;  // grad_w 
 
 template <typename T, int kVec, int kVecs, bool kCentered>
 __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(NormBackwardParams p, int tpr) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][2 * 32];
+  RowReducer<2> reduce(scratch);
   const T* grad = static_cast<const T*>(p.grad);
   const T* x = static_cast<const T*>(p.x);
   T* gx = static_cast<T*>(p.grad_x);
@@ -198,8 +237,13 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
           sum_w[i][j] += g.at(i, j) * xhat;
           sum_b[i][j] += g.at(i, j);
         }
-    const float mean_g = kCentered ? row_reduce(sg, tpr, scratch, SumOp()) * inv_cols : 0.f;
-    const float mean_gx = row_reduce(sgx, tpr, scratch, SumOp()) * inv_cols;
+    // one reduction for both sums (RMSNorm: mean(g * xhat) only)
+    float sums[kCentered ? 2 : 1];
+    sums[0] = sgx;
+    if constexpr (kCentered) sums[1] = sg;
+    reduce.all_reduce(sums, tpr, SumCombine());
+    const float mean_gx = sums[0] * inv_cols;
+    const float mean_g = kCentered ? sums[kCentered ? 1 : 0] * inv_cols : 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!g.in_row(i, lane, tpr, n)) continue;
@@ -231,7 +275,8 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
 
 template <typename T, int kVec, bool kCentered>
 __global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p) {
-  __shared__ float scratch[32];
+  __shared__ float scratch[2][2 * 32];
+  RowReducer<2> reduce(scratch);
   const T* grad = static_cast<const T*>(p.grad);
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
@@ -252,8 +297,10 @@ __global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p)
         sgx += g[j] * wv[j] * (v[j] - mean) * rstd;
       }
     }
-    const float mean_g = kCentered ? row_reduce(sg, blockDim.x, scratch, SumOp()) * inv_cols : 0.f;
-    const float mean_gx = row_reduce(sgx, blockDim.x, scratch, SumOp()) * inv_cols;
+    float sums[2] = {sgx, sg};
+    reduce.all_reduce(sums, blockDim.x, SumCombine());
+    const float mean_gx = sums[0] * inv_cols;
+    const float mean_g = kCentered ? sums[1] * inv_cols : 0.f;
     for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
       float g[kVec], v[kVec], wv[kVec];
       load_vec<T, kVec>(grad + r * p.cols + i * kVec, g);

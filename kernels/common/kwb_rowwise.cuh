@@ -78,31 +78,74 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
   return L;
 }
 
-struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-};
-struct MaxOp {
-  // fmaxf drops a NaN; the row still ends NaN, as PyTorch's does: exp(NaN - max) poisons its sum.
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+// Reduction over the tpr threads of each row of a block, of N floats at once (a LayerNorm
+// forward merges its mean and variance into one (count, mean, M2) reduction, softmax its max
+// and sum into one (max, sum) reduction), with one __syncthreads() a call: the scratch is
+// double-buffered, so a call's writes cannot race the previous call's reads (those ended
+// before the previous call's barrier, which every thread has passed). Two barriers a
+// reduction and two reductions a row cost LayerNorm 6.6 us (7%) at bf16 16384 x 4096 on the
+// H100 against RMSNorm's one (102.6 vs 96.0 us).
+//
+// combine(a, b) merges b into a and must be symmetric (same bits for (a, b) and (b, a)): the
+// warp's butterfly merges in different orders on different lanes; the block stage merges the
+// warps in one fixed order, so every thread of a row ends with the same bits.
+template <int N>
+class RowReducer {
+ public:
+  // scratch: __shared__ float[2][N * 32], one buffer per parity
+  __device__ explicit RowReducer(float (*scratch)[N * 32]) : scratch_(scratch) {}
+
+  // v: M <= N floats (a kernel may reduce fewer than its scratch holds)
+  template <int M, typename Combine>
+  __device__ __forceinline__ void all_reduce(float (&v)[M], int tpr, Combine combine) {
+    static_assert(M <= N, "RowReducer: more floats than the scratch holds");
+    const int width = tpr < 32 ? tpr : 32;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      if (o >= width) continue;
+      float other[M];
+#pragma unroll
+      for (int k = 0; k < M; ++k) other[k] = __shfl_xor_sync(0xffffffffu, v[k], o);
+      combine(v, other);
+    }
+    if (tpr <= 32) return;
+    float* buf = scratch_[phase_];
+    phase_ ^= 1;
+    const int warps = tpr / 32, first = (threadIdx.x / tpr) * warps;
+    if ((threadIdx.x & 31) == 0)
+#pragma unroll
+      for (int k = 0; k < M; ++k) buf[k * 32 + threadIdx.x / 32] = v[k];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < M; ++k) v[k] = buf[k * 32 + first];
+    for (int w = 1; w < warps; ++w) {
+      float other[M];
+#pragma unroll
+      for (int k = 0; k < M; ++k) other[k] = buf[k * 32 + first + w];
+      combine(v, other);
+    }
+  }
+
+  // the common case: one float, summed
+  __device__ __forceinline__ float sum(float v, int tpr) {
+    float a[1] = {v};
+    all_reduce(a, tpr, [](float(&x)[1], const float(&y)[1]) { x[0] += y[0]; });
+    return a[0];
+  }
+
+ private:
+  float (*scratch_)[N * 32];
+  int phase_ = 0;
 };
 
-// op-reduction of v over the tpr threads of this thread's row; every thread gets the result.
-// scratch: 32 floats of shared memory (one per warp). Called by every thread of the block.
-template <typename Op>
-__device__ __forceinline__ float row_reduce(float v, int tpr, float* scratch, Op op) {
-  const int width = tpr < 32 ? tpr : 32;
+// Sums of N floats (LayerNorm's backward: mean(g) and mean(g * xhat) together).
+struct SumCombine {
+  template <int N>
+  __device__ __forceinline__ void operator()(float (&a)[N], const float (&b)[N]) const {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    if (o < width) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (tpr <= 32) return v;
-  const int warps = tpr / 32, first = (threadIdx.x / tpr) * warps;
-  __syncthreads();  // the scratch's previous use is over
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float r = scratch[first];
-  for (int w = 1; w < warps; ++w) r = op(r, scratch[first + w]);  // in order: same result on every thread
-  return r;
-}
+    for (int k = 0; k < N; ++k) a[k] += b[k];
+  }
+};
 
 // A thread's share of one row held raw (not widened to float): bf16 data takes half the
 // registers, which lets a 1024-thread block hold two tensors' worth (64 registers at most).
