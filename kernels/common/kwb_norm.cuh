@@ -16,8 +16,8 @@
 // grad_x = 403 MB at bf16 16384 x 4096 (134 us), plus 2 x 528 x 4096 fp32 partials (17 MB).
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
-// that): two passes per row (statistics, then the write), and the weight/bias gradients from a separate column kernel
-// that reads grad and x once more.
+// that): two passes per row (statistics, then the write), and the weight/bias gradients from
+// a separate column kernel that reads grad and x once more.
 #pragma once
 #include "kwb_norm.h"
 #include "kwb_rowwise.cuh"
@@ -32,7 +32,8 @@ namespace {
 constexpr int kNormForwardVecs = 4, kNormBackwardVecs = 1;
 
 // Merges two (count, mean, M2) partials of a row (Chan, Golub and LeVeque's pairwise update;
-// M2 = sum of squared deviations from the mean). Symmetric, as RowReducer needs:
+// M2 = sum of squared deviations from the mean), for the long-row path, which cannot hold the
+// row to center it first. Symmetric, as RowReducer needs:
 // na*ma + nb*mb and (mb - ma)^2 give the same bits either way round.
 struct MeanM2Combine {
   __device__ __forceinline__ void operator()(float (&a)[3], const float (&b)[3]) const {
@@ -48,8 +49,8 @@ struct MeanM2Combine {
 
 template <typename T, int kVec, int kVecs, bool kCentered>
 __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(NormParams p, int tpr) {
-  __shared__ float scratch[2][3 * 32];
-  RowReducer<3> reduce(scratch);
+  __shared__ float scratch[2][32];
+  RowReducer<1> reduce(scratch);
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
@@ -61,42 +62,28 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_forward_regs(Norm
     const int64_t n = r < p.rows ? p.cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
     in.load(x + r * p.cols, n, lane, tpr);
-    // Statistics in one reduction. LayerNorm: each thread's (count, mean, M2) from its values
-    // in registers (centered on its own mean: no E[x^2] - E[x]^2 cancellation), merged across
-    // the row by Chan et al.'s pairwise update. RMSNorm: the sum of squares.
-    float mean = 0.f, var;
+    float mean = 0.f;
     if constexpr (kCentered) {
-      float cnt = 0.f, s = 0.f;
+      float s = 0.f;
 #pragma unroll
       for (int i = 0; i < kVecs; ++i)
-        if (in.in_row(i, lane, tpr, n)) {
-          cnt += kVec;
+        if (in.in_row(i, lane, tpr, n))
 #pragma unroll
           for (int j = 0; j < kVec; ++j) s += in.at(i, j);
-        }
-      const float m_local = cnt > 0.f ? s / cnt : 0.f;
-      float m2 = 0.f;
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i)
-        if (in.in_row(i, lane, tpr, n))
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            const float d = in.at(i, j) - m_local;
-            m2 += d * d;
-          }
-      float stats[3] = {cnt, m_local, m2};
-      reduce.all_reduce(stats, tpr, MeanM2Combine());
-      mean = stats[1];
-      var = stats[2] * inv_cols;
-    } else {
-      float ss = 0.f;
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i)
-        if (in.in_row(i, lane, tpr, n))
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) ss += in.at(i, j) * in.at(i, j);
-      var = reduce.sum(ss, tpr) * inv_cols;
+      mean = reduce.sum(s, tpr) * inv_cols;
     }
+    // The variance from the centered values (held in registers, so a second pass is free):
+    // no E[x^2] - E[x]^2 cancellation.
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i)
+      if (in.in_row(i, lane, tpr, n))
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float d = in.at(i, j) - mean;
+          ss += d * d;
+        }
+    const float var = reduce.sum(ss, tpr) * inv_cols;
     const float rstd = rsqrtf(var + p.eps);
     if (lane == 0 && r < p.rows) {
       if constexpr (kCentered) p.mean[r] = mean;

@@ -22,6 +22,8 @@
 // Every thread of a block runs the same number of iterations, so __syncthreads() in the
 // reductions is safe; threads past the last row compute on zeros and store nothing.
 #pragma once
+#include <cstdlib>
+
 #include "kwb_rows.cuh"
 
 namespace kwb {
@@ -58,6 +60,14 @@ constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 // loop over rows, for kernels that sum over rows; else one block per row group.
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
+  // KWB_ROW_VECS=1|2|4 overrides the kernel's target for tuning runs (every variant is
+  // compiled; the benchmark sweeps it without a rebuild).
+  static const int env_vecs = [] {
+    const char* v = std::getenv("KWB_ROW_VECS");
+    const int n = v ? std::atoi(v) : 0;
+    return n == 1 || n == 2 || n == 4 ? n : 0;
+  }();
+  if (env_vecs) target_vecs = env_vecs;
   RowwiseLaunch L{};
   const int64_t nv = (cols + vec - 1) / vec;
   int64_t tpr = pow2_ceil((nv + target_vecs - 1) / target_vecs);
@@ -78,13 +88,14 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
   return L;
 }
 
-// Reduction over the tpr threads of each row of a block, of N floats at once (a LayerNorm
-// forward merges its mean and variance into one (count, mean, M2) reduction, softmax its max
-// and sum into one (max, sum) reduction), with one __syncthreads() a call: the scratch is
-// double-buffered, so a call's writes cannot race the previous call's reads (those ended
-// before the previous call's barrier, which every thread has passed). Two barriers a
-// reduction and two reductions a row cost LayerNorm 6.6 us (7%) at bf16 16384 x 4096 on the
-// H100 against RMSNorm's one (102.6 vs 96.0 us).
+// Reduction over the tpr threads of each row of a block, of up to N floats at once (LayerNorm's
+// backward sums mean(g) and mean(g * xhat) together), with one __syncthreads() a call: the
+// scratch is double-buffered, so a call's writes cannot race the previous call's reads (those
+// ended before the previous call's barrier, which every thread has passed). On the H100 at
+// bf16 16384 x 4096, one reduction instead of two cut LayerNorm's backward by ~11 us (225 vs
+// 236); the forwards keep two simple reductions (max, then sum; mean, then M2): merging them
+// into one (count, mean, M2) or online (max, sum) reduction put a division or two exps on every
+// merge step, and LayerNorm took 110.7 us against 102.6, softmax 106.0 against 102.4.
 //
 // combine(a, b) merges b into a and must be symmetric (same bits for (a, b) and (b, a)): the
 // warp's butterfly merges in different orders on different lanes; the block stage merges the
@@ -126,10 +137,16 @@ class RowReducer {
     }
   }
 
-  // the common case: one float, summed
+  // the common cases: one float, summed or maxed
   __device__ __forceinline__ float sum(float v, int tpr) {
     float a[1] = {v};
     all_reduce(a, tpr, [](float(&x)[1], const float(&y)[1]) { x[0] += y[0]; });
+    return a[0];
+  }
+  // fmaxf drops a NaN; the row still ends NaN, as PyTorch's does: exp(NaN - max) poisons its sum.
+  __device__ __forceinline__ float max(float v, int tpr) {
+    float a[1] = {v};
+    all_reduce(a, tpr, [](float(&x)[1], const float(&y)[1]) { x[0] = fmaxf(x[0], y[0]); });
     return a[0];
   }
 

@@ -6,7 +6,7 @@
 // Backward reads grad and y and writes grad_x: 403 MB, 134 us at the ceiling.
 //
 // Rows up to 8192 fp32 / 16384 bf16 elements live in registers (kwb_rowwise.cuh): one read,
-// one reduction (max and sum of exp together, kwb::RowReducer), one write. Longer rows take two passes: an online
+// two reductions (max, then the sum of exp), one write. Longer rows take two passes: an online
 // max-and-sum (the running sum is rescaled when the max grows), then the write.
 //
 // Rows of all -inf give NaN, as PyTorch's softmax does (exp(-inf - -inf) is NaN); a NaN or a
@@ -28,41 +28,25 @@ constexpr int kForwardVecs = 4, kBackwardVecs = 2;
 // or 11 bits). fp32 keeps expf.
 template <typename T> __device__ __forceinline__ float exp_(float v) { return sizeof(T) == 2 ? __expf(v) : expf(v); }
 
-// Merges two (max, sum of exp(x - max)) partials of a row: the online-softmax update, which
-// rescales each sum to the larger max. Symmetric, as kwb::RowReducer needs. A partial with
-// max -inf holds no finite value (sum 0, or NaN if it held a NaN): exp(-inf - m) = 0 drops
-// it; if both maxes are -inf, exp(-inf - -inf) = NaN makes the row NaN, as PyTorch's is.
-template <typename T>
-struct MaxSumCombine {
-  __device__ __forceinline__ void operator()(float (&a)[2], const float (&b)[2]) const {
-    const float m = fmaxf(a[0], b[0]);
-    a[1] = a[1] * exp_<T>(a[0] - m) + b[1] * exp_<T>(b[0] - m);
-    a[0] = m;
-  }
-};
-
 template <typename T, int kVec, int kVecs>
 __global__ void __launch_bounds__(kwb::row_max_threads(kVecs)) forward_regs(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                      int64_t cols, int tpr) {
-  __shared__ float scratch[2][2 * 32];
-  kwb::RowReducer<2> reduce(scratch);
+  __shared__ float scratch[2][32];
+  kwb::RowReducer<1> reduce(scratch);
   const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < rows ? cols : 0;  // a group past the last row holds no columns
     kwb::RowRegs<T, kVec, kVecs> in;
     in.load(x + r * cols, n, lane, tpr);
-    // One reduction of (max, sum): each thread's sum is taken against its own max, then
-    // merged (MaxSumCombine). A thread whose values are all -inf shifts by 0 instead, so its
-    // sum is 0 (NaN if it holds a NaN), not exp(-inf - -inf).
-    float m_local = kNegInf;
+    float m = kNegInf;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
       if (in.in_row(i, lane, tpr, n))
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) m_local = fmaxf(m_local, in.at(i, j));
-    const float shift = m_local == kNegInf ? 0.f : m_local;
-    // fp32 keeps exp(x - shift) in registers for the write; half types compute it again there
+        for (int j = 0; j < kVec; ++j) m = fmaxf(m, in.at(i, j));
+    m = reduce.max(m, tpr);
+    // fp32 keeps exp(x - max) in registers for the write; half types compute it again there
     // (ex2.approx is cheap): 32 floats a thread at 4096 bf16 cost rows in flight. Holding them,
     // bf16 16384 x 4096 took 121 us on the H100 (74% of the copy ceiling) against fp32's 98%.
     constexpr bool kKeep = sizeof(T) == 4;
@@ -71,23 +55,19 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs)) forward_regs(cons
     for (int i = 0; i < kVecs; ++i)
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float v = in.in_row(i, lane, tpr, n) ? exp_<T>(in.at(i, j) - shift) : 0.f;
+        const float v = in.in_row(i, lane, tpr, n) ? exp_<T>(in.at(i, j) - m) : 0.f;
         if constexpr (kKeep) e[i][j] = v;
         s += v;
       }
-    float ms[2] = {m_local, s};
-    reduce.all_reduce(ms, tpr, MaxSumCombine<T>());
-    const float m = ms[0], inv = 1.f / ms[1];
-    // y = exp(x - shift) * exp(shift - m) / sum. A thread of only -inf values next to a finite
-    // max writes zeros (exp(0 - m) could overflow); an all -inf row gets exp(-inf - -inf) = NaN.
-    const float scale = m_local == kNegInf && m != kNegInf ? 0.f : exp_<T>(shift - m) * inv;
+    s = reduce.sum(s, tpr);
+    const float inv = 1.f / s;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!in.in_row(i, lane, tpr, n)) continue;
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        if constexpr (kKeep) out[j] = e[i][j] * scale;
+        if constexpr (kKeep) out[j] = e[i][j] * inv;
         else out[j] = exp_<T>(in.at(i, j) - m) * inv;
       }
       kwb::store_vec<T, kVec>(y + r * cols + in.col(i, lane, tpr), out);
@@ -98,8 +78,8 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs)) forward_regs(cons
 template <typename T, int kVec>
 __global__ void __launch_bounds__(1024) forward_loop(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                      int64_t cols) {
-  __shared__ float scratch[2][2 * 32];
-  kwb::RowReducer<2> reduce(scratch);
+  __shared__ float scratch[2][32];
+  kwb::RowReducer<1> reduce(scratch);
   const int64_t nv = cols / kVec;  // whole vectors (kVec = 1 unless cols is a multiple)
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * cols;
@@ -122,9 +102,9 @@ __global__ void __launch_bounds__(1024) forward_loop(const T* __restrict__ x, T*
       s = s * exp_<T>(m - mn) + add;  // rescale what was summed under the old max
       m = mn;
     }
-    float ms[2] = {m, s};
-    reduce.all_reduce(ms, blockDim.x, MaxSumCombine<T>());
-    const float row_max = ms[0], inv = 1.f / ms[1];
+    const float row_max = reduce.max(m, blockDim.x);
+    const float mine = m == kNegInf ? s : s * exp_<T>(m - row_max);
+    const float inv = 1.f / reduce.sum(mine, blockDim.x);
     for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
       float v[kVec];
       kwb::load_vec<T, kVec>(xr + i * kVec, v);
