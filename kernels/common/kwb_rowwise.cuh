@@ -52,7 +52,11 @@ inline int64_t pow2_ceil(int64_t v) {
 // The most threads a register-path block may have with kVecs vectors per thread: 4 vectors of
 // one tensor are 32 floats, which a 1024-thread block (64 registers a thread) spilled
 // (ptxas: 48 bytes of spill stores in bf16's forward); at 512 threads a thread may use 128.
-constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
+constexpr int row_max_threads(int vecs) { return vecs > 4 ? 256 : (vecs > 2 ? 512 : 1024); }
+// Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4
+// vectors caps a thread at 64 registers. Uncapped, bf16 LayerNorm's forward took 87 (and
+// softmax's 73): 5 (7) blocks of 128 threads an SM, where RMSNorm's 64 ran 8 and reached 93%.
+constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
 
 // target_vecs: vectors per thread to aim for (fewer threads per row, cheaper reductions, more
 // bytes in flight per thread); max_vecs: the most a kernel may hold. Rows of more than 2048
@@ -60,12 +64,12 @@ constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 // loop over rows, for kernels that sum over rows; else one block per row group.
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
-  // KWB_ROW_VECS=1|2|4 overrides the kernel's target for tuning runs (every variant is
+  // KWB_ROW_VECS=1|2|4|8 overrides the kernel's target for tuning runs (every variant is
   // compiled; the benchmark sweeps it without a rebuild).
   static const int env_vecs = [] {
     const char* v = std::getenv("KWB_ROW_VECS");
     const int n = v ? std::atoi(v) : 0;
-    return n == 1 || n == 2 || n == 4 ? n : 0;
+    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
   }();
   if (env_vecs) target_vecs = env_vecs;
   RowwiseLaunch L{};
@@ -77,7 +81,7 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
     L.vecs = 0;
     L.tpr = kRowMaxThreads;
   } else {
-    L.vecs = vecs <= 1 ? 1 : (vecs <= 2 ? 2 : 4);
+    L.vecs = vecs <= 1 ? 1 : (vecs <= 2 ? 2 : (vecs <= 4 ? 4 : 8));
     L.tpr = static_cast<int>(tpr);
   }
   L.block = L.tpr > kRowBlockMin ? L.tpr : kRowBlockMin;
@@ -220,6 +224,13 @@ __device__ __forceinline__ void load_vec(const T* p, float (&vals)[kVec]) {
     if ((vecs) == 2) { constexpr int kVecs = 2; return __VA_ARGS__(); } \
     constexpr int kVecs = 4;                         \
     return __VA_ARGS__();                            \
+  }()
+
+// The forwards' switch also has 8 vectors a thread (one tensor held, at most 256 threads).
+#define KWB_FORWARD_VECS_SWITCH(vecs, kVecs, ...)   \
+  [&]() {                                            \
+    if ((vecs) == 8) { constexpr int kVecs = 8; return __VA_ARGS__(); } \
+    return KWB_VECS_SWITCH(vecs, kVecs, __VA_ARGS__); \
   }()
 
 }  // namespace

@@ -29,7 +29,7 @@ constexpr int kForwardVecs = 4, kBackwardVecs = 2;
 template <typename T> __device__ __forceinline__ float exp_(float v) { return sizeof(T) == 2 ? __expf(v) : expf(v); }
 
 template <typename T, int kVec, int kVecs>
-__global__ void __launch_bounds__(kwb::row_max_threads(kVecs)) forward_regs(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+__global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_blocks(kVecs)) forward_regs(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                      int64_t cols, int tpr) {
   __shared__ float scratch[2][32];
   kwb::RowReducer<1> reduce(scratch);
@@ -180,7 +180,7 @@ void forward_launch(const SoftmaxParams& p, const kwb::RowwiseLaunch& L, cudaStr
     forward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols);
     return;
   }
-  KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
+  KWB_FORWARD_VECS_SWITCH(L.vecs, kVecs, [&] {
     forward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols, L.tpr);
   });
 }
@@ -204,7 +204,7 @@ void backward_launch(const SoftmaxBackwardParams& p, const kwb::RowwiseLaunch& L
 const char* softmax_cuda(const SoftmaxParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
   return KWB_FLOAT_SWITCH(dtype, T, [&] {
     const int vec = kwb::row_vec<T>(p.cols, aligned);
-    const kwb::RowwiseLaunch L = kwb::rowwise_launch(p.rows, p.cols, vec, kForwardVecs, false);
+    const kwb::RowwiseLaunch L = kwb::rowwise_launch(p.rows, p.cols, vec, kForwardVecs, false, 8);
     if (L.grid == 0 || p.cols == 0) return static_cast<const char*>(nullptr);
     if (vec > 1) forward_launch<T, 16 / sizeof(T)>(p, L, stream);
     else forward_launch<T, 1>(p, L, stream);
