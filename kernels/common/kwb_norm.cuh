@@ -343,14 +343,14 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
 template <typename T, bool kCentered>
 const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream) {
   const int vec = row_vec<T>(p.cols, aligned);
-  const RowwiseLaunch L = rowwise_launch(p.rows, p.cols, vec, kNormForwardVecs, false, 8);
+  const RowwiseLaunch L = rowwise_launch(p.rows, p.cols, vec, kNormForwardVecs, false);
   if (L.grid == 0 || p.cols == 0) return nullptr;
   const bool wide = vec > 1;
   if (L.vecs == 0) {
     if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
     else norm_forward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
   } else {
-    KWB_FORWARD_VECS_SWITCH(L.vecs, kVecs, [&] {
+    KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
       if (wide) norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
       else norm_forward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
     });

@@ -51,11 +51,13 @@ inline int64_t pow2_ceil(int64_t v) {
 
 // The most threads a register-path block may have with kVecs vectors per thread: 4 vectors of
 // one tensor are 32 floats, which a 1024-thread block (64 registers a thread) spilled
-// (ptxas: 48 bytes of spill stores in bf16's forward); at 512 threads a thread may use 128.
-constexpr int row_max_threads(int vecs) { return vecs > 4 ? 256 : (vecs > 2 ? 512 : 1024); }
+// (ptxas: 48 bytes of spill stores in bf16's forward).
+constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 // Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4
-// vectors caps a thread at 64 registers. Uncapped, bf16 LayerNorm's forward took 87 (and
-// softmax's 73): 5 (7) blocks of 128 threads an SM, where RMSNorm's 64 ran 8 and reached 93%.
+// vectors caps a thread at 64 registers, so 8 blocks of 128 threads (8 rows of 4096 bf16)
+// are in flight an SM. Uncapped, bf16 LayerNorm's forward took 87 registers and softmax's 73
+// (5 and 7 blocks an SM): on the H100 at 16384 x 4096 the cap took LayerNorm from 103.2 to
+// 98.3 us (86.8 -> 91.0% of the copy ceiling) and softmax from 103.0 to 96.5 (92.8%).
 constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
 
 // target_vecs: vectors per thread to aim for (fewer threads per row, cheaper reductions, more
@@ -64,12 +66,15 @@ constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
 // loop over rows, for kernels that sum over rows; else one block per row group.
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
-  // KWB_ROW_VECS=1|2|4|8 overrides the kernel's target for tuning runs (every variant is
-  // compiled; the benchmark sweeps it without a rebuild).
+  // KWB_ROW_VECS=1|2|4 overrides the kernel's target for tuning runs (every variant is
+  // compiled; a benchmark compares them without a rebuild). On the H100 at bf16 16384 x 4096,
+  // 4 won: LayerNorm 98.2 us, against 118.3 at 2 and 198.1 at 1 (a row's reduction over more
+  // threads); an 8-vector path (tried at 81bb7f6, 64 threads a row) lost too: 106.2 us, and
+  // softmax 165.5 against 96.5 (96 to 146 registers a thread, few rows in flight).
   static const int env_vecs = [] {
     const char* v = std::getenv("KWB_ROW_VECS");
     const int n = v ? std::atoi(v) : 0;
-    return n == 1 || n == 2 || n == 4 || n == 8 ? n : 0;
+    return n == 1 || n == 2 || n == 4 ? n : 0;
   }();
   if (env_vecs) target_vecs = env_vecs;
   RowwiseLaunch L{};
@@ -81,7 +86,7 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
     L.vecs = 0;
     L.tpr = kRowMaxThreads;
   } else {
-    L.vecs = vecs <= 1 ? 1 : (vecs <= 2 ? 2 : (vecs <= 4 ? 4 : 8));
+    L.vecs = vecs <= 1 ? 1 : (vecs <= 2 ? 2 : 4);
     L.tpr = static_cast<int>(tpr);
   }
   L.block = L.tpr > kRowBlockMin ? L.tpr : kRowBlockMin;
@@ -224,13 +229,6 @@ __device__ __forceinline__ void load_vec(const T* p, float (&vals)[kVec]) {
     if ((vecs) == 2) { constexpr int kVecs = 2; return __VA_ARGS__(); } \
     constexpr int kVecs = 4;                         \
     return __VA_ARGS__();                            \
-  }()
-
-// The forwards' switch also has 8 vectors a thread (one tensor held, at most 256 threads).
-#define KWB_FORWARD_VECS_SWITCH(vecs, kVecs, ...)   \
-  [&]() {                                            \
-    if ((vecs) == 8) { constexpr int kVecs = 8; return __VA_ARGS__(); } \
-    return KWB_VECS_SWITCH(vecs, kVecs, __VA_ARGS__); \
   }()
 
 }  // namespace

@@ -180,7 +180,7 @@ void forward_launch(const SoftmaxParams& p, const kwb::RowwiseLaunch& L, cudaStr
     forward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols);
     return;
   }
-  KWB_FORWARD_VECS_SWITCH(L.vecs, kVecs, [&] {
+  KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
     forward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols, L.tpr);
   });
 }
@@ -204,7 +204,7 @@ void backward_launch(const SoftmaxBackwardParams& p, const kwb::RowwiseLaunch& L
 const char* softmax_cuda(const SoftmaxParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
   return KWB_FLOAT_SWITCH(dtype, T, [&] {
     const int vec = kwb::row_vec<T>(p.cols, aligned);
-    const kwb::RowwiseLaunch L = kwb::rowwise_launch(p.rows, p.cols, vec, kForwardVecs, false, 8);
+    const kwb::RowwiseLaunch L = kwb::rowwise_launch(p.rows, p.cols, vec, kForwardVecs, false);
     if (L.grid == 0 || p.cols == 0) return static_cast<const char*>(nullptr);
     if (vec > 1) forward_launch<T, 16 / sizeof(T)>(p, L, stream);
     else forward_launch<T, 1>(p, L, stream);
