@@ -24,7 +24,7 @@ from cache_tools import layout
 from . import toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
-from .fsutil import atomic_copy, atomic_write_text, sha256_file
+from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from .locking import BuildLock
 from .ninja_build import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from cache_tools import layout
 
-from .fsutil import atomic_write_text
+from cache_tools.fsutil import atomic_write_text
 from .loader import cache_root, load_source, resolve_device
 from .library import Kernel
 from .sources import KernelSource, common_dir, identifier

@@ -19,7 +19,7 @@ import torch
 
 from .builder import Build
 from .errors import LoadError
-from .fsutil import sha256_file
+from cache_tools.fsutil import sha256_file
 from .sources import KernelSource
 
 _loaded: dict[str, "Kernel"] = {}  # namespace -> Kernel, for this process

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .feedback import BuildFeedback
-from .fsutil import atomic_write_text
+from cache_tools.fsutil import atomic_write_text
 
 
 @dataclass

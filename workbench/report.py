@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import plots, results
-from .fsutil import atomic_write_text
+from cache_tools.fsutil import atomic_write_text
 from .render import bench_markdown, check_markdown, headline_markdown
 
 

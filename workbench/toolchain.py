@@ -21,7 +21,8 @@ import torch
 
 from . import notices
 from .errors import ToolchainError
-from .fsutil import atomic_write_text
+from cache_tools.fsutil import atomic_write_text
+from cache_tools.tool_versions import _ident, _load_version_cache, _save_version_cache, tool_version  # noqa: F401  (re-exported)
 
 DEFAULT_ARCH = "9.0"  # the H100, the GPU kwb is tuned and measured on
 
@@ -215,61 +216,6 @@ def ninja_path() -> str | None:
         return str(candidate) if candidate.exists() else None
     except ImportError:
         return None
-
-
-_VERSION_CACHE_FILE = ".kwb-tool-versions.json"
-
-
-def _ident(path: str) -> str:
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return real
-    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def tool_version(path: str | None, cache_root: Path | None = None) -> str:
-    """The line of `path --version` that names its version, cached by (path, size, mtime)."""
-    if not path or not os.path.exists(path):
-        return "none"
-    ident = _ident(path)
-    cache = _load_version_cache(cache_root)
-    if ident in cache:
-        return cache[ident]
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    lines = [l.strip() for l in out.splitlines() if l.strip()]
-    if "Cuda compilation tools" in out:
-        version = next(l for l in lines if l.startswith("Cuda compilation tools"))
-    else:
-        version = lines[0] if lines else "unknown"
-    cache[ident] = version
-    _save_version_cache(cache_root)
-    return version
-
-
-_memory_versions: dict[str, str] = {}
-
-
-def _load_version_cache(cache_root: Path | None) -> dict[str, str]:
-    if cache_root is not None and not _memory_versions:
-        try:
-            _memory_versions.update(json.loads((cache_root / _VERSION_CACHE_FILE).read_text()))
-        except (OSError, ValueError):
-            pass
-    return _memory_versions
-
-
-def _save_version_cache(cache_root: Path | None) -> None:
-    if cache_root is None:
-        return
-    try:
-        atomic_write_text(cache_root / _VERSION_CACHE_FILE, json.dumps(_memory_versions, indent=1))
-    except OSError:
-        pass
 
 
 def nvcc_cuda_version(nvcc_version_line: str) -> str | None:
