@@ -6,6 +6,7 @@
         build-cpu/, build-cuda/  ninja's incremental build folders (objects, depfiles, build.log)
         <stem>.so                finished libraries, immutable, named by their build key
         <stem>.json              the manifest, written last: its presence means the .so is whole
+        <stem>.loaded            empty; its mtime is the last time a process loaded <stem>.so
         inline/<hash>/           load_inline sources, one folder per distinct source text
 
     <stem> = <name>.<device>.<base[:12]>.<key[:12]>
@@ -27,13 +28,27 @@ ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"
 MANIFEST_SUFFIX = ".json"
 LIBRARY_SUFFIX = ".so"
+LOADED_SUFFIX = ".loaded"
 BUILD_LOG = "build.log"
+TOOL_VERSIONS = ".kwb-tool-versions.json"  # the builder's compiler-version cache, at the root
+TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
 
 
 def torch_tag(torch_cuda: str | None) -> str:
     """torch.utils.cpp_extension's folder tag, e.g. 'py311_cu130' or 'py311_cpu'."""
     cu = "cpu" if not torch_cuda else "cu" + torch_cuda.replace(".", "")
     return f"py{sys.version_info.major}{sys.version_info.minor}{getattr(sys, 'abiflags', '')}_{cu}"
+
+
+def torch_tag_for(versions: dict) -> str:
+    """The folder tag of the torch a manifest's build was made for ('' if it does not say)."""
+    py = str(versions.get("python", ""))
+    digits = "".join(ch for ch in py if ch.isdigit())
+    if not digits:
+        return ""
+    cuda = versions.get("torch_cuda")
+    cu = "cpu" if not cuda or cuda == "none" else "cu" + str(cuda).replace(".", "")
+    return f"py{digits}_{cu}"
 
 
 def default_root(torch_cuda: str | None) -> Path:
@@ -69,3 +84,18 @@ def read_manifest(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def mark_loaded(manifest: Path) -> None:
+    """Record that a build was loaded now (`kwb cache list` shows it; prune --older-than uses
+    it). One utime (plus a create the first time); a read-only cache just goes unrecorded."""
+    marker = manifest.with_suffix(LOADED_SUFFIX)
+    try:
+        os.utime(marker)
+    except FileNotFoundError:
+        try:
+            marker.touch()
+        except OSError:
+            pass
+    except OSError:
+        pass

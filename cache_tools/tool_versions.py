@@ -10,9 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from . import layout
 from .fsutil import atomic_write_text
 
-_VERSION_CACHE_FILE = ".kwb-tool-versions.json"
+_VERSION_CACHE_FILE = layout.TOOL_VERSIONS
 
 
 def _ident(path: str) -> str:

@@ -314,5 +314,11 @@ def doctor() -> None:
         sys.exit(1)
 
 
+# `kwb cache ...` lives in cache_tools (no torch import: it answers in well under a second)
+from cache_tools.cli import cache as _cache_group  # noqa: E402
+
+main.add_command(_cache_group)
+
+
 if __name__ == "__main__":
     main()

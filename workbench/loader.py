@@ -53,7 +53,9 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
             build = builder.build(source, config, root, verbose=verbose, force=force)
         elif verbose:
             notices.say(f"kwb: {source.name} ({device}) is cached: {build.library}")
-        return library.load(source, build)
+        kernel = library.load(source, build)
+        layout.mark_loaded(build.manifest_path)
+        return kernel
 
 
 def load(name_or_path: str | Path, *, device=None, verbose: bool = False, force: bool = False,

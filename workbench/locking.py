@@ -15,32 +15,12 @@ import socket
 import time
 from pathlib import Path
 
+from cache_tools.locks import pid_alive, read_owner
+
 from . import notices
 
 POLL_SECONDS = 0.1
 REPORT_EVERY_SECONDS = 30.0
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_owner(path: Path) -> dict | None:
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    try:
-        owner = json.loads(text) if text.strip() else None
-    except ValueError:
-        return None
-    return owner if isinstance(owner, dict) else None
 
 
 class BuildLock:
@@ -60,7 +40,15 @@ class BuildLock:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if _same_file(fd, self.path):
+                    break
+                # `kwb cache clean` moved the entry away while we waited: this inode is not the
+                # lock any more; take the one at the path (it may be new).
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                continue
             except BlockingIOError:
                 waited = time.monotonic() - start
                 if waited >= reported + (1.0 if reported == 0.0 else REPORT_EVERY_SECONDS):
@@ -91,3 +79,12 @@ class BuildLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)

@@ -1,0 +1,361 @@
+"""`kwb cache ...`: inspect, verify, unlock, prune and clean the extensions cache.
+
+Exit codes: 0 done; 1 something needs attention (verify found broken builds; clean or prune
+left an entry because a build is running; unlock left a live build's lock); 2 bad usage (an
+unknown name, a root that does not look like an extensions cache, bad option values).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from . import api, removal
+from .entries import Entry, Version
+
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+STATE_STYLE = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "broken": "red", "building": "cyan",
+               "stale lock": "red"}
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def ago(t: float | None, now: float) -> str:
+    if not t:
+        return "-"
+    s = max(0.0, now - t)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if s >= size:
+            return f"{s / size:.0f} {unit} ago"
+    return f"{s:.0f} s ago"
+
+
+def iso(t: float | None) -> str | None:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds") if t else None
+
+
+def version_json(v: Version) -> dict:
+    return {"name": v.name, "device": v.device, "library": str(v.library) if v.library else None, "bytes": v.size,
+            "built": iso(v.built), "loaded": iso(v.loaded), "state": v.state, "reasons": v.reasons,
+            "files": [str(f) for f in v.files]}
+
+
+def entry_json(e: Entry) -> dict:
+    lock = e.lock
+    return {"name": e.name, "path": str(e.path), "tag": e.tag, "origin": e.origin, "layout": e.layout,
+            "state": e.state, "reasons": e.reasons, "bytes": e.size, "last_built": iso(e.last_built),
+            "last_loaded": iso(e.last_loaded), "versions": [version_json(v) for v in e.versions],
+            "lock": {"state": lock.state, "pid": lock.pid, "detail": lock.detail} if lock else None,
+            **({"link_target": e.link_target} if e.link_target else {})}
+
+
+def _open(root, force: bool, deep: bool = False) -> api.Cache:
+    try:
+        return api.open_cache(root, force=force, deep=deep)
+    except removal.RootRefused as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _find(cache: api.Cache, names) -> list[Entry]:
+    try:
+        return api.find(cache, list(names))
+    except api.UnknownName as e:
+        raise click.UsageError(str(e)) from None
+
+
+def root_options(f):
+    f = click.option("--force", is_flag=True, help="Use --root even if it does not look like an extensions cache.")(f)
+    f = click.option("--root", type=click.Path(file_okay=False), default=None,
+                     help="The cache folder (default: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions).")(f)
+    return f
+
+
+@click.group("cache", context_settings={"help_option_names": ["-h", "--help"]})
+def cache() -> None:
+    """Inspect, verify, unlock, prune and clean the extensions cache: kwb's builds and any
+    torch.utils.cpp_extension build (load, load_inline) found there.
+
+    States: fresh; stale (sources changed, or built for another torch/CUDA/compiler); orphaned
+    (sources gone); broken (no library, a truncated one, a failed build); building (a live
+    process holds the lock); stale lock (its owner is gone).
+
+    Exit codes: 0 done; 1 needs attention (broken builds found, an entry left because a build
+    is running, a live lock kept); 2 bad usage."""
+
+
+def _entry_table(entries: list[Entry], now: float) -> Table:
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col, kw in (("entry", {}), ("from", {}), ("versions", {"justify": "right"}), ("size", {"justify": "right"}),
+                    ("built", {}), ("loaded", {}), ("state", {}), ("why", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for e in entries:
+        name = f"{e.tag}/{e.name}" if e.tag else e.name
+        style = STATE_STYLE.get(e.state, "")
+        t.add_row(escape(name), e.origin, str(len(e.versions)), human_bytes(e.size), ago(e.last_built, now),
+                  ago(e.last_loaded, now), f"[{style}]{e.state}[/]", escape(e.reasons[0]) if e.reasons else "")
+    return t
+
+
+@cache.command("list")
+@root_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: the root and a list of entries.")
+def list_cmd(root, force, as_json) -> None:
+    """A row per build folder: where it came from, tag, versions, size, last built and loaded,
+    and its state."""
+    c = _open(root, force)
+    if as_json:
+        click.echo(json.dumps({"root": str(c.root), "bytes": c.size, "trash_bytes": c.trash_bytes,
+                               "entries": [entry_json(e) for e in c.entries]}, indent=1))
+        return
+    if not c.entries:
+        out.print(f"{escape(str(c.root))}: no builds")
+        return
+    out.print(_entry_table(c.entries, time.time()))
+    counts = {}
+    for e in c.entries:
+        counts[e.state] = counts.get(e.state, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: kv[0]))
+    trash = f"; {human_bytes(c.trash_bytes)} left by an interrupted clean" if c.trash_bytes else ""
+    out.print(f"{len(c.entries)} entries, {human_bytes(c.size)} in {escape(str(c.root))}: {summary}{trash}")
+
+
+def _info_json(e: Entry) -> dict:
+    data = entry_json(e)
+    newest = e.newest_by_device()
+    data["builds"] = []
+    for v in newest:
+        m = v.manifest or {}
+        cfg = m.get("config", {})
+        data["builds"].append({"version": v.name, "device": v.device, "sources": m.get("sources"), "headers": m.get("headers"),
+                               "base": m.get("base"), "key": m.get("key"), "cflags": cfg.get("cflags"),
+                               "cuda_cflags": cfg.get("cuda_cflags"), "ldflags": cfg.get("ldflags"), "archs": cfg.get("archs"),
+                               "versions": cfg.get("versions"), "compilers": m.get("compilers"), "build_log": m.get("build_log"),
+                               "build_seconds": m.get("build_seconds")})
+    if e.ninja:
+        data["build_ninja"] = e.ninja
+    data["files"] = _files(e)
+    return data
+
+
+def _files(e: Entry) -> list[dict]:
+    files = []
+    if e.layout == "link" or not e.path.is_dir():
+        return files
+    for p in sorted(e.path.rglob("*")):
+        if p.is_symlink() or p.is_file():
+            files.append({"path": str(p.relative_to(e.path)), "bytes": p.lstat().st_size})
+    return files
+
+
+@cache.command("info")
+@click.argument("names", nargs=-1, required=True)
+@root_options
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def info_cmd(names, root, force, as_json) -> None:
+    """Everything about one entry: sources and headers, build key, flags, archs, versions of
+    torch/CUDA/compilers, files with sizes, the build log."""
+    c = _open(root, force)
+    entries = _find(c, names)
+    if as_json:
+        click.echo(json.dumps([_info_json(e) for e in entries], indent=1))
+        return
+    now = time.time()
+    for e in entries:
+        d = _info_json(e)
+        out.print(f"[bold]{escape(e.name)}[/] ({e.origin}, {e.tag or 'no tag'}): [{STATE_STYLE.get(e.state, '')}]{e.state}[/]")
+        out.print(f"  folder   {escape(str(e.path))}" + (f" -> {escape(e.link_target)}" if e.link_target else ""))
+        for r in e.reasons:
+            out.print(f"  why      {escape(r)}")
+        if e.lock and e.lock.state != "none":
+            out.print(f"  lock     {e.lock.state}: {escape(e.lock.detail)}")
+        for b in d["builds"]:
+            if b["key"] is None:
+                continue
+            out.print(f"  build    {escape(b['version'])} ({b['device']})")
+            out.print(f"    key      {b['key']}")
+            for label, items in (("sources", b["sources"]), ("headers", b["headers"])):
+                for path in (items or {}):
+                    out.print(f"    {label:8s} {escape(path)}")
+                    label = ""
+            out.print(f"    archs    {', '.join(b['archs'] or []) or '-'}")
+            for k, v in (b["versions"] or {}).items():
+                out.print(f"    {k:8s} {escape(str(v))}")
+            out.print(f"    cflags   {escape(' '.join(b['cflags'] or []))}")
+            if b["cuda_cflags"]:
+                out.print(f"    nvcc     {escape(' '.join(b['cuda_cflags']))}")
+            out.print(f"    ldflags  {escape(' '.join(b['ldflags'] or []))}")
+            out.print(f"    log      {escape(str(b['build_log']))}")
+        if e.ninja:
+            for s in e.ninja.get("sources", []):
+                out.print(f"  source   {escape(s)}")
+            out.print(f"  torch    {escape(str(e.ninja.get('torch_include', '?')))}")
+            out.print(f"  target   {escape(str(e.ninja.get('target', '?')))}")
+            if e.ninja.get("nvcc"):
+                out.print(f"  nvcc     {escape(e.ninja['nvcc'])}")
+        t = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("version", "device", "size", "built", "loaded", "state", "why"):
+            t.add_column(col, justify="right" if col == "size" else "left", overflow="fold" if col == "why" else None)
+        for v in e.versions:
+            t.add_row(escape(v.name), v.device or "-", human_bytes(v.size), ago(v.built, now), ago(v.loaded, now),
+                      f"[{STATE_STYLE.get(v.state, '')}]{v.state}[/]", escape("; ".join(v.reasons[:2])))
+        if e.versions:
+            out.print(t)
+        out.print(f"  files    {len(d['files'])}, {human_bytes(e.size)}")
+        for f in d["files"]:
+            out.print(f"    {human_bytes(f['bytes']):>10}  {escape(f['path'])}")
+
+
+@cache.command("du")
+@root_options
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the largest entries to show.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def du_cmd(root, force, top, as_json) -> None:
+    """Totals per root and tag, and the largest entries."""
+    c = _open(root, force)
+    d = api.du(c, top)
+    if as_json:
+        click.echo(json.dumps({**d, "largest": [{"name": e.name, "tag": e.tag, "path": str(e.path), "bytes": e.size}
+                                               for e in d["largest"]]}, indent=1))
+        return
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("tag", "entries", "versions", "size"):
+        t.add_column(col, justify="left" if col == "tag" else "right")
+    for tag, v in sorted(d["tags"].items()):
+        t.add_row(tag, str(v["entries"]), str(v["versions"]), human_bytes(v["bytes"]))
+    if d["trash_bytes"]:
+        t.add_row("(interrupted cleans)", "", "", human_bytes(d["trash_bytes"]))
+    t.add_row("[bold]total[/]", str(len(c.entries)), str(sum(len(e.versions) for e in c.entries)), f"[bold]{human_bytes(d['bytes'])}[/]")
+    out.print(f"{escape(str(c.root))}")
+    out.print(t)
+    if d["largest"]:
+        out.print("largest:")
+        for e in d["largest"]:
+            out.print(f"  {human_bytes(e.size):>10}  {escape((e.tag + '/' if e.tag else '') + e.name)}")
+
+
+def _report(outcome: removal.Outcome, dry_run: bool) -> None:
+    verb = "would remove" if dry_run else "removed"
+    for r in outcome.removed:
+        out.print(f"{verb} {escape(r.label)}  {human_bytes(r.bytes)}  ({escape(r.reason)})")
+    for r, why in outcome.skipped:
+        err.print(f"kept {escape(r.label)}: {escape(why)}")
+    if outcome.trash_bytes:
+        out.print(f"{verb} {human_bytes(outcome.trash_bytes)} left by an interrupted clean")
+    n = len(outcome.removed)
+    out.print(f"{'would free' if dry_run else 'freed'} {human_bytes(outcome.freed)} ({n} {'item' if n == 1 else 'items'})"
+              + (", nothing changed (dry run)" if dry_run else ""))
+
+
+@cache.command("clean")
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every entry under the root.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
+@root_options
+def clean_cmd(names, all_, dry_run, root, force) -> None:
+    """Remove whole entries (every version, the build folders), by name or --all. An entry
+    whose build is running is left as it is."""
+    if not names and not all_:
+        raise click.UsageError("name the entries to clean (see `kwb cache list`), or pass --all")
+    if names and all_:
+        raise click.UsageError("give names or --all, not both")
+    c = _open(root, force)
+    if names:
+        _find(c, names)
+    outcome = api.clean(c, list(names), all_, dry_run)
+    _report(outcome, dry_run)
+    if outcome.skipped:
+        sys.exit(1)
+
+
+@cache.command("prune")
+@click.option("--older-than", default=None, help="Entries not built or loaded for this long: 30d, 12h, 2w.")
+@click.option("--max-size", default=None, help="Remove least recently used entries until the cache fits: 2G, 500M.")
+@click.option("--keep-latest", type=int, default=None, help="Keep the N newest versions of each entry (per device).")
+@click.option("--stale", is_flag=True, help="Entries whose sources changed or that were built for another toolchain.")
+@click.option("--orphaned", is_flag=True, help="Entries whose sources are gone.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
+@root_options
+def prune_cmd(older_than, max_size, keep_latest, stale, orphaned, dry_run, root, force) -> None:
+    """Remove what is old, stale, orphaned or over a size budget. Says what it removes and how
+    much it frees; entries being built are left alone."""
+    try:
+        if older_than is not None:
+            removal.parse_age(older_than)
+        if max_size is not None:
+            removal.parse_size(max_size)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    c = _open(root, force)
+    try:
+        outcome = api.prune(c, older_than, max_size, keep_latest, stale, orphaned, dry_run)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    _report(outcome, dry_run)
+    if outcome.skipped:
+        sys.exit(1)
+
+
+@cache.command("unlock")
+@click.argument("names", nargs=-1)
+@click.option("--all", "all_", is_flag=True, help="Every entry's lock.")
+@root_options
+def unlock_cmd(names, all_, root, force) -> None:
+    """Remove build locks whose owner is gone (a killed build makes every later torch load of
+    that extension wait forever). A live build's lock stays, with the process named."""
+    if not names and not all_:
+        raise click.UsageError("name the entries to unlock (see `kwb cache list`), or pass --all")
+    c = _open(root, force)
+    if names:
+        _find(c, names)
+    results = api.unlock(c, list(names), all_)
+    kept = False
+    for r in results:
+        label = f"{r.entry.tag}/{r.entry.name}" if r.entry.tag else r.entry.name
+        if r.action in ("removed", "emptied"):
+            out.print(f"unlocked {escape(label)}: {r.action} {escape(str(r.entry.lock.path))} ({escape(r.detail)})")
+        elif r.action == "kept":
+            kept = True
+            err.print(f"kept the lock of {escape(label)}: {escape(r.detail)}")
+        else:
+            out.print(f"{escape(label)}: no lock")
+    if not results:
+        out.print("no locks to remove")
+    if kept:
+        sys.exit(1)
+
+
+@cache.command("verify")
+@root_options
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def verify_cmd(root, force, as_json) -> None:
+    """Check every build without importing it: library present and whole (size, ELF headers,
+    sha256 against the manifest), the recorded key consistent and matching the sources. Exit
+    1 if any is broken."""
+    c = _open(root, force, deep=True)
+    broken = api.verify(c)
+    if as_json:
+        click.echo(json.dumps({"root": str(c.root), "checked": len(c.entries), "broken": [entry_json(e) for e in broken]}, indent=1))
+    else:
+        for e in broken:
+            label = f"{e.tag}/{e.name}" if e.tag else e.name
+            reasons = e.reasons if e.state == "broken" else [f"{v.name}: {r}" for v in e.versions if v.state == "broken" for r in v.reasons]
+            err.print(f"[red]broken[/] {escape(label)}: {escape('; '.join(reasons))}")
+        stale = sum(e.state == "stale" for e in c.entries)
+        out.print(f"checked {len(c.entries)} entries: {len(broken)} broken, {stale} stale"
+                  + (" (`kwb cache prune --stale` removes those)" if stale else ""))
+    if broken:
+        sys.exit(1)

@@ -1,0 +1,294 @@
+"""What an extensions cache holds: one Entry per build folder, found by reading the folders
+(never by importing a library), in either layout:
+
+- kwb's (cache_tools/layout.py): `kwb_<ident>/` with a JSON manifest per finished build;
+- torch.utils.cpp_extension's: `<name>/` with `build.ninja`, objects, `<name>.so`,
+  `<name>_v1.so`, ... (one per in-process rebuild) and a `lock` file while building.
+
+The root may hold entries directly (TORCH_EXTENSIONS_DIR) or per-tag folders (`py311_cu130/`,
+torch's default ~/.cache/torch_extensions). Nothing here follows a symlink.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import layout
+from .environment import TAG_RE
+from .locks import LockState
+
+TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")
+
+
+@dataclass
+class Version:
+    """One finished (or half-finished) library of an entry."""
+
+    name: str                # kwb: the build's stem; torch: "ext" or "ext_v2"
+    device: str | None       # kwb: "cpu"/"cuda"; torch: None (not recorded)
+    library: Path | None     # None: a manifest whose library is gone
+    files: list[Path]
+    size: int
+    built: float | None      # seconds since the epoch
+    loaded: float | None     # kwb records loads; torch does not
+    manifest: dict | None = None
+    number: int = 0          # torch's _vN (0 for the first build)
+    state: str = ""          # filled by states.assess
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Entry:
+    root: Path               # the cache root scanned
+    path: Path               # the entry's folder (or symlink)
+    name: str                # kwb: the kernel's ident; torch: the folder's name
+    layout: str              # "kwb", "torch" or "link"
+    origin: str              # "kwb kernel", "kwb load_inline", "load_inline", "torch extension", "symlink"
+    tag: str                 # "py311_cu130", or "" when nothing says
+    versions: list[Version]
+    size: int
+    lock: LockState | None = None
+    ninja: dict = field(default_factory=dict)  # torch: what build.ninja says
+    link_target: str = ""
+    state: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def last_built(self) -> float | None:
+        return max((v.built for v in self.versions if v.built), default=None)
+
+    @property
+    def last_loaded(self) -> float | None:
+        return max((v.loaded for v in self.versions if v.loaded), default=None)
+
+    @property
+    def last_used(self) -> float:
+        times = [t for t in (self.last_built, self.last_loaded) if t]
+        if times:
+            return max(times)
+        try:
+            return self.path.lstat().st_mtime
+        except OSError:
+            return 0.0
+
+    def newest_by_device(self) -> list[Version]:
+        """The version each device loads now: the newest build per device."""
+        out: dict[str | None, Version] = {}
+        for v in sorted(self.versions, key=lambda v: (v.built or 0, v.number)):
+            out[v.device] = v
+        return list(out.values())
+
+
+def tree_size(path: Path) -> int:
+    """Bytes under path, by lstat: symlinks count as links, never followed."""
+    total = 0
+    stack = [str(path)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(e.path)
+                else:
+                    total += st.st_size
+    return total
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return None
+
+
+def is_entry_dir(path: Path, names: list[str] | None = None) -> bool:
+    """A build folder of either layout (not a tag folder)."""
+    if names is None:
+        try:
+            names = os.listdir(path)
+        except OSError:
+            return False
+    if path.name.startswith(layout.ENTRY_PREFIX):
+        return True
+    return any(n in ("build.ninja", layout.LOCK_NAME) or n.endswith((".so", ".o")) for n in names)
+
+
+def _stem_device(stem: str) -> str | None:
+    parts = stem.split(".")  # <name>.<device>.<base>.<key>
+    return parts[1] if len(parts) >= 4 else None
+
+
+def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
+    ident = path.name[len(layout.ENTRY_PREFIX):]
+    versions: list[Version] = []
+    stems_with_manifest: set[str] = set()
+    origin = "kwb load_inline" if ident.endswith("-inline") else "kwb kernel"
+    for n in sorted(names):
+        if not n.endswith(layout.MANIFEST_SUFFIX) or n.startswith("."):
+            continue
+        stem = n[: -len(layout.MANIFEST_SUFFIX)]
+        data = layout.read_manifest(path / n)
+        stems_with_manifest.add(stem)
+        library = path / f"{stem}{layout.LIBRARY_SUFFIX}"
+        loaded_marker = path / f"{stem}{layout.LOADED_SUFFIX}"
+        files = [p for p in (path / n, library, loaded_marker) if p.name in names]
+        if data:
+            origin = "kwb load_inline" if data.get("kind") == "inline" else "kwb kernel"
+            tag = tag or layout.torch_tag_for(data.get("config", {}).get("versions", {}))
+        versions.append(Version(
+            name=stem, device=(data or {}).get("device") or _stem_device(stem),
+            library=library if library.name in names else None, files=files,
+            size=sum(_file_size(p) for p in files),
+            built=(data or {}).get("built_at") or _mtime(path / n),
+            loaded=_mtime(loaded_marker) if loaded_marker.name in names else None,
+            manifest=data,
+        ))
+    for n in sorted(names):  # libraries without a manifest: a build stopped between the two
+        if n.endswith(layout.LIBRARY_SUFFIX) and not n.startswith(".") and n[: -len(layout.LIBRARY_SUFFIX)] not in stems_with_manifest:
+            p = path / n
+            versions.append(Version(name=n[: -len(layout.LIBRARY_SUFFIX)], device=_stem_device(n),
+                                    library=p, files=[p], size=_file_size(p), built=_mtime(p), loaded=None))
+    return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path))
+
+
+def parse_build_ninja(path: Path) -> dict:
+    """The parts of torch's build.ninja kwb cache needs: the extension name last built, the
+    sources, the torch include folder, and whether CUDA was used."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    info: dict = {"sources": [], "cuda": False}
+    for line in text.splitlines():
+        if line.startswith("cflags ="):
+            m = re.search(r"-DTORCH_EXTENSION_NAME=(\S+)", line)
+            if m:
+                info["name"] = m.group(1)
+            try:
+                words = shlex.split(line[len("cflags ="):])
+            except ValueError:
+                words = line.split()
+            for i, w in enumerate(words):
+                for flag in ("-isystem", "-I"):
+                    if w.startswith(flag):
+                        inc = w[len(flag):] or (words[i + 1] if i + 1 < len(words) else "")
+                        if os.path.normpath(inc).endswith(os.path.join("torch", "include")):
+                            info.setdefault("torch_include", os.path.normpath(inc))
+                        break
+        elif line.startswith("nvcc ="):
+            info["nvcc"] = line.split("=", 1)[1].strip()
+        elif line.startswith("build ") and ":" in line:
+            outs, rest = line[len("build "):].split(":", 1)
+            words = rest.split()
+            if words and words[0] in ("compile", "cuda_compile", "sycl_compile"):
+                info["sources"] += [w.replace("$ ", " ") for w in words[1:]]
+                info["cuda"] = info["cuda"] or words[0] == "cuda_compile"
+        elif line.startswith("default "):
+            info["target"] = line.split(None, 1)[1].strip()
+    return info
+
+
+def _torch_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
+    ninja = parse_build_ninja(path / "build.ninja") if "build.ninja" in names else {}
+    versions = []
+    for n in sorted(names):
+        m = TORCH_VERSION_RE.match(n)
+        if not m or m.group("base") != path.name:
+            continue
+        p = path / n
+        versions.append(Version(name=n[:-3], device=None, library=p, files=[p], size=_file_size(p),
+                                built=_mtime(p), loaded=None, number=int(m.group("n") or 0)))
+    # load_inline writes its sources (main.cpp, cuda.cu) into the build folder itself
+    sources = ninja.get("sources", [])
+    here = os.path.normpath(str(path))
+    inline = all(os.path.dirname(os.path.normpath(s)) == here for s in sources) if sources else "main.cpp" in names
+    origin = "load_inline" if inline else "torch extension"
+    return Entry(root, path, path.name, "torch", origin, tag, versions, tree_size(path), ninja=ninja)
+
+
+def _link_entry(root: Path, path: Path, tag: str) -> Entry:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return Entry(root, path, path.name, "link", "symlink", tag, [], _file_size(path), link_target=target)
+
+
+def _entry(root: Path, path: Path, tag: str) -> Entry | None:
+    if path.is_symlink():
+        return _link_entry(root, path, tag)
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None
+    if not is_entry_dir(path, names):
+        return None
+    if path.name.startswith(layout.ENTRY_PREFIX):
+        return _kwb_entry(root, path, names, tag)
+    return _torch_entry(root, path, names, tag)
+
+
+def scan(root: Path) -> list[Entry]:
+    """Every entry under root (and under its tag folders), sorted by tag and name."""
+    found: list[Entry] = []
+    root_tag = root.name if TAG_RE.match(root.name) else ""
+    try:
+        children = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return []
+    for child in children:
+        if child.name.startswith(".") and child.name != "." and not child.is_symlink():
+            continue  # kwb's own files (.kwb-trash, .kwb-tool-versions.json)
+        path = Path(child.path)
+        if child.is_dir(follow_symlinks=False) and TAG_RE.match(child.name) and not is_entry_dir(path):
+            try:
+                inner = sorted(os.scandir(path), key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in inner:
+                if e.name.startswith(".") and not e.is_symlink():
+                    continue
+                if e.is_dir(follow_symlinks=False) or e.is_symlink():
+                    entry = _entry(root, Path(e.path), child.name)
+                    if entry:
+                        found.append(entry)
+        elif child.is_dir(follow_symlinks=False) or child.is_symlink():
+            entry = _entry(root, path, root_tag)
+            if entry:
+                found.append(entry)
+    return found
+
+
+def trash_folders(root: Path) -> list[Path]:
+    """Leftovers of cleans that stopped halfway (their entries already moved out of the way)."""
+    out = []
+    for base in [root, *[p for p in _tag_dirs(root)]]:
+        trash = base / layout.TRASH_DIR
+        if trash.is_dir() and not trash.is_symlink():
+            out.append(trash)
+    return out
+
+
+def _tag_dirs(root: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and TAG_RE.match(e.name)]
+    except OSError:
+        return []

@@ -1,0 +1,73 @@
+"""The toolchain running now, as the cache commands compare builds against it, read without
+importing torch (torch's import takes seconds; `kwb cache list` should not).
+
+torch's version, git commit and CUDA version come from the text of torch/version.py; the
+compilers' versions from `--version`, cached as the builder caches them.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layout
+from .tool_versions import tool_version
+
+TAG_RE = re.compile(r"^py\d+[a-z]*_(cpu|cu\d+|rocm[\d.]*|xpu)$")
+
+
+@dataclass(frozen=True)
+class Running:
+    python: str             # "cpython311", as manifests record it
+    torch: str | None       # "2.15.0+cu132"; None: torch is not installed
+    torch_git: str | None
+    torch_cuda: str | None  # "13.2"; None for a CPU build of torch
+    torch_dir: str | None   # the installed package folder
+    tag: str                # torch.utils.cpp_extension's folder tag: "py311_cu132"
+
+    @property
+    def torch_include(self) -> str | None:
+        return os.path.join(self.torch_dir, "include") if self.torch_dir else None
+
+
+def _version_field(text: str, name: str) -> str | None:
+    m = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
+    return m.group(1) if m else None
+
+
+@functools.lru_cache(maxsize=1)
+def running() -> Running:
+    python = f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
+    spec = importlib.util.find_spec("torch")
+    torch_dir = None
+    version = git = cuda = None
+    if spec is not None and spec.submodule_search_locations:
+        torch_dir = str(Path(next(iter(spec.submodule_search_locations))).resolve())
+        try:
+            text = (Path(torch_dir) / "version.py").read_text()
+        except OSError:
+            text = ""
+        version = _version_field(text, "__version__")
+        git = _version_field(text, "git_version")
+        cuda = _version_field(text, "cuda")
+    return Running(python, version, git, cuda, torch_dir, layout.torch_tag(cuda))
+
+
+def default_root() -> Path:
+    """TORCH_EXTENSIONS_DIR, else the folder holding torch's per-tag folders
+    (~/.cache/torch_extensions): every tag's builds, not only this torch's."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return layout.default_root(running().torch_cuda).parent
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(path: str | None) -> str:
+    """`path --version` now ('none' if it is gone), once per path and command. Kept in memory
+    only: the cache commands write nothing but what they are asked to remove."""
+    return tool_version(path, None)

@@ -1,0 +1,168 @@
+"""Who holds a cache entry's build lock, if anyone, and removing locks whose owner is gone.
+
+Two kinds of lock live in an extensions cache:
+
+- kwb's (`workbench/locking.py`): flock(2) on `<entry>/lock`, released by the kernel when its
+  holder dies. The file stays; it names its holder (JSON: pid, host, started) while a build
+  runs and is emptied when the build ends. A non-empty file that nobody holds is the trace of
+  an interrupted build ("stale lock"); it blocks nothing, and unlock empties it.
+- torch's FileBaton: the file's existence is the lock (created with O_EXCL, removed at the
+  end). Its holder keeps the file open for the whole build, so the holder is found among the
+  open files of this machine's processes (/proc/<pid>/fd). A lock file no live process holds
+  open makes every later load of that extension wait forever: unlock removes it.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_owner(path: Path) -> dict | None:
+    """The holder kwb's lock file names, or None (empty: no build running or interrupted)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    try:
+        owner = json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+@dataclass
+class OpenFiles:
+    """Which processes hold which files open, from /proc: one scan per command."""
+
+    holders: dict[str, list[int]]
+    complete: bool  # False when some processes' files could not be read (another user's)
+
+    @classmethod
+    def scan(cls, under: Path) -> "OpenFiles":
+        prefix = os.path.realpath(under) + os.sep
+        holders: dict[str, list[int]] = {}
+        complete = True
+        try:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return cls({}, False)
+        for pid in pids:
+            fd_dir = f"/proc/{pid}/fd"
+            try:
+                fds = os.listdir(fd_dir)
+            except PermissionError:
+                complete = False
+                continue
+            except OSError:  # the process ended while we looked
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(f"{fd_dir}/{fd}")
+                except OSError:
+                    continue
+                if target.startswith(prefix):
+                    holders.setdefault(target, []).append(pid)
+        return cls(holders, complete)
+
+    def pids(self, path: Path) -> list[int]:
+        real = os.path.join(os.path.realpath(path.parent), path.name)
+        return sorted(set(self.holders.get(real, [])))
+
+
+@dataclass
+class LockState:
+    """state: 'none' (no lock, or kwb's empty lock file), 'building' (a live holder), 'stale'
+    (a lock nobody holds: an interrupted build) or 'unknown' (a torch lock whose holder could
+    not be looked for: another user's processes)."""
+
+    kind: str            # "kwb" or "torch"
+    path: Path
+    state: str
+    pid: int | None = None
+    detail: str = ""
+
+
+def _kwb_lock(path: Path) -> LockState:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return LockState("kwb", path, "none")
+    except OSError as e:
+        return LockState("kwb", path, "unknown", detail=f"cannot open: {e.strerror}")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            owner = read_owner(path) or {}
+            pid = owner.get("pid")
+            return LockState("kwb", path, "building", pid, _who(owner))
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    owner = read_owner(path)
+    if not owner:
+        return LockState("kwb", path, "none")
+    return LockState("kwb", path, "stale", owner.get("pid"), f"left by {_who(owner)}, which was interrupted")
+
+
+def _who(owner: dict) -> str:
+    host = owner.get("host")
+    where = f" on {host}" if host and host != socket.gethostname() else ""
+    what = f" ({owner['what']})" if owner.get("what") else ""
+    return f"pid {owner.get('pid')}{where}{what}" if owner else "another process"
+
+
+def _torch_lock(path: Path, open_files: OpenFiles) -> LockState:
+    if not path.exists():
+        return LockState("torch", path, "none")
+    pids = open_files.pids(path)
+    if pids:
+        return LockState("torch", path, "building", pids[0], f"held open by pid {', '.join(map(str, pids))}")
+    if not open_files.complete:
+        return LockState("torch", path, "unknown", detail="no holder among the processes this user can see")
+    return LockState("torch", path, "stale", detail="no process holds it open: its build was killed")
+
+
+def inspect(entry: Path, kind: str, open_files: OpenFiles, lock_name: str = "lock") -> LockState:
+    path = entry / lock_name
+    return _kwb_lock(path) if kind == "kwb" else _torch_lock(path, open_files)
+
+
+def unlock(lock: LockState) -> str:
+    """Remove a stale lock; never one with a live or unknown holder. Returns what was done."""
+    if lock.state != "stale":
+        raise ValueError(f"{lock.path}: not a stale lock ({lock.state})")
+    if lock.kind == "torch":
+        lock.path.unlink()  # FileBaton waiters poll for the file to go
+        return "removed"
+    # kwb: empty the file under its flock (not unlink: a builder that opened it keeps its inode)
+    fd = os.open(lock.path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ValueError(f"{lock.path}: a build took the lock just now") from None
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return "emptied"

@@ -1,0 +1,310 @@
+"""Removing cache entries and old versions, safely.
+
+- Only inside the root: every path is checked against the root's real path before anything
+  is removed; a symlink is removed as a link (never followed, never its target).
+- A root that is `/`, a home folder, or does not look like an extensions cache is refused
+  unless forced (check_root).
+- Never an entry whose build is running: kwb's entries are removed holding their flock, so a
+  builder waits until the entry is gone and then builds afresh (workbench/locking.py retries
+  when the lock file it waited on was moved); torch's only when no process holds their lock.
+- No half-deleted entry that loads as valid: an entry is first renamed (atomically) into
+  `.kwb-trash/` beside it, then deleted there; a crash leaves a trash folder, which the next
+  clean or prune empties. One version of a kwb entry loses its manifest first (without it the
+  library is never loaded), then its library.
+- Dry-run computes the same plan and changes nothing.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import layout
+from .entries import Entry, Version, is_entry_dir, trash_folders, tree_size
+from .environment import TAG_RE
+
+
+class RootRefused(Exception):
+    pass
+
+
+def _real(path: Path) -> str:
+    """The real path of path's folder plus its own name: path itself is never resolved (a
+    symlink stays the link)."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def inside(path: Path, root: Path) -> bool:
+    real_root = os.path.realpath(root)
+    real = _real(path)
+    return path.name not in ("", ".", "..") and real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def looks_like_cache(root: Path) -> bool:
+    """An extensions cache: named like one, holding kwb's files, or holding entries / tag
+    folders and little else."""
+    if root.name == "torch_extensions" or TAG_RE.match(root.name):
+        return True
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return False
+    if not names or layout.TOOL_VERSIONS in names or layout.TRASH_DIR in names:
+        return True
+    known = other = 0
+    for n in names:
+        p = root / n
+        if p.is_dir() and not p.is_symlink() and (TAG_RE.match(n) or is_entry_dir(p)):
+            known += 1
+        elif not n.startswith("."):
+            other += 1
+    return known > 0 and other <= known
+
+
+def check_root(root: Path, force: bool) -> Path:
+    """The root to work on, or RootRefused saying why and how to override."""
+    if not root.exists():
+        raise RootRefused(f"--root {root}: no such folder")
+    if not root.is_dir():
+        raise RootRefused(f"--root {root}: not a folder")
+    if force:
+        return root
+    real = os.path.realpath(root)
+    danger = {"/", os.path.realpath(os.path.expanduser("~")), "/usr", "/etc", "/var", "/tmp", "/home", "/root", "/opt"}
+    if real in danger:
+        raise RootRefused(f"--root {root}: refusing to treat {real} as an extensions cache (pass --force if it really is one)")
+    if not looks_like_cache(root):
+        raise RootRefused(f"--root {root}: does not look like an extensions cache (no build folders, tag folders such as "
+                          f"py311_cu130, or kwb files in it); pass --force to use it anyway")
+    return root
+
+
+@dataclass
+class Removal:
+    entry: Entry
+    version: Version | None  # None: the whole entry
+    bytes: int
+    reason: str
+
+    @property
+    def label(self) -> str:
+        where = f"{self.entry.tag}/" if self.entry.tag else ""
+        return f"{where}{self.entry.path.name}" + (f" [{self.version.name}]" if self.version else "")
+
+
+@dataclass
+class Outcome:
+    removed: list[Removal] = field(default_factory=list)
+    skipped: list[tuple[Removal, str]] = field(default_factory=list)
+    trash_bytes: int = 0  # left by earlier interrupted cleans, emptied now
+
+    @property
+    def freed(self) -> int:
+        return sum(r.bytes for r in self.removed) + self.trash_bytes
+
+
+def _take_kwb_lock(entry: Entry) -> int | None:
+    """The entry's flock, if no build holds it: returns the fd (or -1 when there is no lock
+    file), None when a build is running."""
+    path = entry.path / layout.LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _release(fd: int | None) -> None:
+    if fd is not None and fd >= 0:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _rmtree(path: Path, root: Path) -> None:
+    if not inside(path, root):
+        raise RuntimeError(f"refusing to delete {path}: outside the cache root {root}")
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    shutil.rmtree(path)  # unlinks symlinks inside, never follows them (fd-based on Linux)
+
+
+def _remove_entry(r: Removal, root: Path) -> str | None:
+    """Remove a whole entry; a reason string if it was skipped."""
+    e = r.entry
+    if not inside(e.path, root):
+        return f"outside the cache root {root}"
+    if e.layout == "link":
+        e.path.unlink()
+        return None
+    fd = torch_fd = None
+    if e.layout == "kwb":
+        fd = _take_kwb_lock(e)
+        if fd is None:
+            return "a build is running (it holds the lock)"
+    elif e.lock is not None and e.lock.state in ("building", "unknown"):
+        return f"a build may be running ({e.lock.detail})"
+    elif e.lock is None or e.lock.state != "stale":
+        # torch's own lock (FileBaton: O_EXCL creation), so no torch build starts in the folder
+        # while it moves; one that started since the scan made the file: leave the entry
+        try:
+            torch_fd = os.open(e.path / layout.LOCK_NAME, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return "a build started (its lock appeared)"
+    try:
+        trash = e.path.parent / layout.TRASH_DIR
+        trash.mkdir(exist_ok=True)
+        moved = trash / f"{e.path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        os.rename(e.path, moved)  # atomic: from here the entry no longer exists for loaders
+    finally:
+        _release(fd)
+        if torch_fd is not None:
+            os.close(torch_fd)
+    _rmtree(moved, root)
+    _drop_if_empty(trash)
+    return None
+
+
+def _remove_version(r: Removal, root: Path) -> str | None:
+    e, v = r.entry, r.version
+    assert v is not None
+    for f in v.files:
+        if not inside(f, root):
+            return f"outside the cache root {root}"
+    fd = None
+    if e.layout == "kwb":
+        fd = _take_kwb_lock(e)
+        if fd is None:
+            return "a build is running (it holds the lock)"
+    elif (e.path / layout.LOCK_NAME).exists() and (e.lock is None or e.lock.state != "stale"):
+        return "a build may be running (its lock is there)"
+    try:
+        # the manifest first: a library without one is never loaded
+        for f in sorted(v.files, key=lambda p: not p.name.endswith(layout.MANIFEST_SUFFIX)):
+            f.unlink(missing_ok=True)
+    finally:
+        _release(fd)
+    return None
+
+
+def _drop_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def empty_trash(root: Path, dry_run: bool) -> int:
+    freed = 0
+    for trash in trash_folders(root):
+        freed += tree_size(trash)
+        if not dry_run:
+            _rmtree(trash, root)
+    return freed
+
+
+def execute(plan: list[Removal], root: Path, dry_run: bool) -> Outcome:
+    out = Outcome(trash_bytes=empty_trash(root, dry_run))
+    for r in plan:
+        if dry_run:
+            busy = r.entry.state == "building"
+            (out.skipped.append((r, "a build is running")) if busy else out.removed.append(r))
+            continue
+        why = _remove_version(r, root) if r.version else _remove_entry(r, root)
+        if why:
+            out.skipped.append((r, why))
+        else:
+            out.removed.append(r)
+    return out
+
+
+# ---- what to remove ---------------------------------------------------------------------
+
+
+def plan_clean(entries: list[Entry]) -> list[Removal]:
+    return [Removal(e, None, e.size, "asked for") for e in entries]
+
+
+def parse_age(text: str) -> float:
+    """'30d', '12h', '90m', '45s', '2w' -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    t = text.strip().lower()
+    if len(t) < 2 or t[-1] not in units:
+        raise ValueError(f"--older-than: expected a number and a unit (s, m, h, d, w), e.g. 30d; got {text!r}")
+    try:
+        n = float(t[:-1])
+    except ValueError:
+        raise ValueError(f"--older-than: expected a number and a unit (s, m, h, d, w), e.g. 30d; got {text!r}") from None
+    if n < 0:
+        raise ValueError(f"--older-than must not be negative, got {text!r}")
+    return n * units[t[-1]]
+
+
+def parse_size(text: str) -> int:
+    """'2G', '500M', '1.5GiB', '100k', '123' -> bytes (powers of 1024)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    mult = 1
+    if t and t[-1] in units:
+        mult, t = units[t[-1]], t[:-1]
+    try:
+        n = float(t)
+    except ValueError:
+        raise ValueError(f"--max-size: expected a size such as 2G, 500M or 100K; got {text!r}") from None
+    if n < 0:
+        raise ValueError(f"--max-size must not be negative, got {text!r}")
+    return int(n * mult)
+
+
+def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: int | None = None,
+               keep_latest: int | None = None, stale: bool = False, orphaned: bool = False,
+               now: float | None = None) -> list[Removal]:
+    """Whole entries selected by age or state, old versions beyond keep_latest, then the least
+    recently used entries until the rest fits in max_size."""
+    now = time.time() if now is None else now
+    whole: dict[Path, Removal] = {}
+    for e in entries:
+        if e.state == "building":
+            continue
+        if stale and e.state == "stale":
+            whole[e.path] = Removal(e, None, e.size, "stale: " + "; ".join(e.reasons[:2]))
+        elif orphaned and e.state == "orphaned":
+            whole[e.path] = Removal(e, None, e.size, "orphaned: " + "; ".join(e.reasons[:2]))
+        elif older_than is not None and now - e.last_used > older_than:
+            days = (now - e.last_used) / 86400
+            whole[e.path] = Removal(e, None, e.size, f"last used {days:.1f} days ago")
+    parts: list[Removal] = []
+    if keep_latest is not None:
+        for e in entries:
+            if e.path in whole or e.state == "building":
+                continue
+            by_device: dict[str | None, list[Version]] = {}
+            for v in e.versions:
+                by_device.setdefault(v.device, []).append(v)
+            for device, vs in by_device.items():
+                vs.sort(key=lambda v: (v.built or 0, v.number), reverse=True)
+                for v in vs[keep_latest:]:
+                    parts.append(Removal(e, v, v.size, f"older than the newest {keep_latest}"))
+    if max_size is not None:
+        removed = {id(r.entry) for r in whole.values()}
+        left = sum(e.size for e in entries if id(e) not in removed) - sum(r.bytes for r in parts)
+        for e in sorted(entries, key=lambda e: e.last_used):
+            if left <= max_size:
+                break
+            if id(e) in removed or e.state == "building":
+                continue
+            freed_parts = sum(r.bytes for r in parts if r.entry is e)
+            parts = [r for r in parts if r.entry is not e]
+            whole[e.path] = Removal(e, None, e.size, f"least recently used, over --max-size")
+            removed.add(id(e))
+            left -= e.size - freed_parts
+    return list(whole.values()) + parts

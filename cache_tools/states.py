@@ -1,0 +1,201 @@
+"""The state of each cache entry, from its files alone (no library is imported):
+
+    building    a live process holds its build lock
+    stale lock  a lock whose owner is gone (torch's: every later load waits forever)
+    broken      no library, a truncated library, or a failed build
+    orphaned    its sources are gone
+    stale       its sources changed, or it was built for another torch, CUDA, Python or
+                compiler than the one running
+    fresh       none of the above
+
+An entry's state is the worst state of the builds it would load now (its newest per
+device); older builds of an entry are listed as versions, each with its own state.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+
+from . import environment, layout, locks
+from .entries import Entry, Version
+from .fsutil import sha256_file
+
+ORDER = ["building", "stale lock", "broken", "orphaned", "stale", "fresh"]
+
+
+def elf_problem(path: Path) -> str | None:
+    """Why a shared library is not whole, or None: its ELF header must be there and every
+    section and program header it announces must lie inside the file (a copy cut short fails
+    this). Reads 64 bytes."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        return f"cannot read {path.name}: {e.strerror}"
+    if len(head) < 52 or head[:4] != b"\x7fELF":
+        return f"{path.name} is not a shared library ({size} bytes, no ELF header)"
+    is64, little = head[4] == 2, head[5] == 1
+    end = "<" if little else ">"
+    if is64:
+        if len(head) < 64:
+            return f"{path.name} is truncated ({size} bytes)"
+        phoff, shoff = struct.unpack(end + "QQ", head[32:48])
+        phentsize, phnum, shentsize, shnum = struct.unpack(end + "HHHH", head[54:62])
+    else:
+        phoff, shoff = struct.unpack(end + "II", head[28:36])
+        phentsize, phnum, shentsize, shnum = struct.unpack(end + "HHHH", head[42:50])
+    need = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    if need > size:
+        return f"{path.name} is truncated ({size} of at least {need} bytes)"
+    return None
+
+
+class Hasher:
+    """sha256 of a file, once per (path, size, mtime) per command: 1,000 entries built from the
+    same few sources hash each source once."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple, str | None] = {}
+
+    def __call__(self, path: str) -> str | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (path, st.st_size, st.st_mtime_ns)
+        if key not in self._memo:
+            try:
+                self._memo[key] = sha256_file(Path(path))
+            except OSError:
+                self._memo[key] = None
+        return self._memo[key]
+
+
+def recorded_key_consistent(m: dict) -> bool:
+    """The manifest's base and key recomputed from its own records, as the builder computes
+    them (workbench/builder.py: _base, _key)."""
+    blob = json.dumps({"format": layout.FORMAT, "config": m.get("config"), "sources": m.get("sources")}, sort_keys=True)
+    base = hashlib.sha256(blob.encode()).hexdigest()
+    key = hashlib.sha256((base + json.dumps(m.get("headers", {}), sort_keys=True)).encode()).hexdigest()
+    return base == m.get("base") and key == m.get("key")
+
+
+def _kwb_version_state(entry: Entry, v: Version, run: environment.Running, hasher: Hasher, deep: bool) -> tuple[str, list[str]]:
+    m = v.manifest
+    if m is None:
+        if v.library is not None and not any(f.name.endswith(layout.MANIFEST_SUFFIX) for f in v.files):
+            return "broken", [f"{v.library.name} has no manifest: its build stopped before finishing"]
+        return "broken", ["unreadable manifest (another kwb format, or damaged)"]
+    if v.library is None:
+        return "broken", [f"no library: {m.get('library')} is missing"]
+    size = v.library.stat().st_size if v.library.exists() else -1
+    if size != m.get("library_size"):
+        return "broken", [f"{v.library.name} is {size} bytes, the build wrote {m.get('library_size')}"]
+    problem = elf_problem(v.library)
+    if problem:
+        return "broken", [problem]
+    if deep:
+        if hasher(str(v.library)) != m.get("library_sha256"):
+            return "broken", [f"{v.library.name}'s content differs from what the build wrote (sha256)"]
+        if not recorded_key_consistent(m):
+            return "broken", ["the manifest's key does not follow from its recorded sources, headers and flags (damaged)"]
+    sources = m.get("sources", {})
+    gone = [p for p in sources if not os.path.exists(p)]
+    if gone:
+        return "orphaned", [f"source gone: {p}" for p in gone]
+    reasons = []
+    for path, digest in {**sources, **m.get("headers", {})}.items():
+        now = hasher(path)
+        if now is None:
+            reasons.append(f"header gone: {path}")
+        elif now != digest:
+            reasons.append(f"changed since the build: {path}")
+    versions = m.get("config", {}).get("versions", {})
+    for field, now in (("python", run.python), ("torch", run.torch), ("torch_git", run.torch_git),
+                       ("torch_cuda", run.torch_cuda or "none")):
+        if now is not None and versions.get(field) not in (None, now):
+            reasons.append(f"built for {field} {versions.get(field)}, running {now}")
+    compilers = m.get("compilers", {})
+    for field, path in (("cxx", compilers.get("cxx")), ("nvcc", compilers.get("nvcc"))):
+        if path and field in versions:
+            now = environment.compiler_version(path)
+            if now != versions[field]:
+                reasons.append(f"{field} is now {now!r}, built with {versions[field]!r}")
+    return ("stale", reasons) if reasons else ("fresh", [])
+
+
+def _torch_version_state(entry: Entry, v: Version, run: environment.Running, deep: bool) -> tuple[str, list[str]]:
+    assert v.library is not None
+    problem = elf_problem(v.library)
+    if problem:
+        return "broken", [problem]
+    ninja = entry.ninja
+    sources = ninja.get("sources", [])
+    gone = [s for s in sources if not os.path.exists(s)]
+    if gone:
+        return "orphaned", [f"source gone: {s}" for s in gone]
+    reasons = []
+    if entry.tag and entry.tag != run.tag:
+        reasons.append(f"built for {entry.tag}, running {run.tag}")
+    inc = ninja.get("torch_include")
+    if inc and run.torch_include and os.path.realpath(inc) != os.path.realpath(run.torch_include):
+        reasons.append(f"built against the torch at {os.path.dirname(inc)}, running {run.torch_dir}")
+    built = v.built or 0
+    for s in sources:
+        try:
+            if os.stat(s).st_mtime > built + 1e-3:
+                reasons.append(f"changed since the build: {s}")
+        except OSError:
+            pass
+    return ("stale", reasons) if reasons else ("fresh", [])
+
+
+def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, hasher: Hasher, deep: bool = False) -> Entry:
+    """Fill entry.lock, entry.state/reasons and each version's state/reasons."""
+    if entry.layout == "link":
+        entry.state = "broken"
+        entry.reasons = [f"a symlink to {entry.link_target} (not followed; clean removes the link only)"]
+        return entry
+    entry.lock = locks.inspect(entry.path, entry.layout, open_files)
+    for v in entry.versions:
+        if entry.layout == "kwb":
+            v.state, v.reasons = _kwb_version_state(entry, v, run, hasher, deep)
+        else:
+            v.state, v.reasons = _torch_version_state(entry, v, run, deep)
+    current = entry.newest_by_device()
+    if entry.layout == "torch":
+        target = entry.ninja.get("target")
+        if target:
+            named = [v for v in entry.versions if v.library and v.library.name == target]
+            if not named:
+                current = [Version(name=target[:-3] if target.endswith(".so") else target, device=None, library=None, files=[],
+                                   size=0, built=None, loaded=None, state="broken",
+                                   reasons=[f"no library: {target} was never linked (a failed or killed build)"])]
+            else:
+                current = named
+    if not current:
+        log = next((p for p in entry.path.glob("build-*/" + layout.BUILD_LOG)), None) if entry.layout == "kwb" else None
+        why = f"no finished build (failed or killed; see {log})" if log else "no finished build (failed or killed)"
+        current = [Version(name="", device=None, library=None, files=[], size=0, built=None, loaded=None,
+                           state="broken", reasons=[why])]
+    worst = min(current, key=lambda v: ORDER.index(v.state))
+    entry.state, entry.reasons = worst.state, [r for v in current if v.state == worst.state for r in v.reasons]
+    lock = entry.lock
+    if lock.state == "building" or lock.state == "unknown":
+        entry.state = "building"
+        entry.reasons = [lock.detail or "a build holds the lock"] + entry.reasons
+    elif lock.state == "stale":
+        entry.state = "stale lock"
+        entry.reasons = [f"{lock.path.name}: {lock.detail}"] + entry.reasons
+    return entry
+
+
+def assess_all(entries: list[Entry], root: Path, deep: bool = False) -> list[Entry]:
+    run = environment.running()
+    open_files = locks.OpenFiles.scan(root)
+    hasher = Hasher()
+    return [assess(e, run, open_files, hasher, deep) for e in entries]
