@@ -45,12 +45,13 @@ def open_cache(root: str | Path | None = None, force: bool = False, deep: bool =
 
 
 def find(cache: Cache, names: list[str]) -> list[Entry]:
-    """Entries by name: a kernel or extension name ("relu_scale"), a folder name
-    ("kwb_relu_scale"), or tag/name ("py311_cu130/relu_scale"); every tag's match."""
+    """Entries by name: a kernel or extension name ("relu_scale", "tiny"), an entry's ident
+    ("tiny-1a2b3c4d"), a folder name ("kwb_relu_scale"), or tag/name ("py311_cu130/relu_scale");
+    every match (several folders or tags may hold one kernel)."""
     out: list[Entry] = []
     for name in names:
         tag, _, bare = name.rpartition("/")
-        hits = [e for e in cache.entries if bare in (e.name, e.path.name) and (not tag or e.tag == tag)]
+        hits = [e for e in cache.entries if bare in (e.name, e.path.name, e.kernel) and (not tag or e.tag == tag)]
         if not hits:
             known = ", ".join(sorted({e.name for e in cache.entries})) or "none"
             raise UnknownName(f"no entry named {name!r} in {cache.root}; entries: {known}")

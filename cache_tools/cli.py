@@ -56,7 +56,7 @@ def version_json(v: Version) -> dict:
 
 def entry_json(e: Entry) -> dict:
     lock = e.lock
-    return {"name": e.name, "path": str(e.path), "tag": e.tag, "origin": e.origin, "layout": e.layout,
+    return {"name": e.name, "kernel": e.kernel, "path": str(e.path), "tag": e.tag, "origin": e.origin, "layout": e.layout,
             "state": e.state, "reasons": e.reasons, "bytes": e.size, "last_built": iso(e.last_built),
             "last_loaded": iso(e.last_loaded), "versions": [version_json(v) for v in e.versions],
             "lock": {"state": lock.state, "pid": lock.pid, "detail": lock.detail} if lock else None,

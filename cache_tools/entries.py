@@ -45,7 +45,7 @@ class Version:
 class Entry:
     root: Path               # the cache root scanned
     path: Path               # the entry's folder (or symlink)
-    name: str                # kwb: the kernel's ident; torch: the folder's name
+    name: str                # kwb: the entry's ident ("tiny-1a2b3c4d" for a folder of your own); torch: the folder's name
     layout: str              # "kwb", "torch" or "link"
     origin: str              # "kwb kernel", "kwb load_inline", "load_inline", "torch extension", "symlink"
     tag: str                 # "py311_cu130", or "" when nothing says
@@ -54,6 +54,7 @@ class Entry:
     lock: LockState | None = None
     ninja: dict = field(default_factory=dict)  # torch: what build.ninja says
     link_target: str = ""
+    kernel: str = ""         # kwb: the kernel's (or load_inline's) name; torch: the folder's
     state: str = ""
     reasons: list[str] = field(default_factory=list)
 
@@ -166,7 +167,8 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
             p = path / n
             versions.append(Version(name=n[: -len(layout.LIBRARY_SUFFIX)], device=_stem_device(n),
                                     library=p, files=[p], size=_file_size(p), built=_mtime(p), loaded=None))
-    return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path))
+    kernel = next((v.manifest["name"] for v in versions if v.manifest and v.manifest.get("name")), ident.split("-")[0])
+    return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path), kernel=kernel)
 
 
 def parse_build_ninja(path: Path) -> dict:
@@ -216,12 +218,14 @@ def _torch_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
         p = path / n
         versions.append(Version(name=n[:-3], device=None, library=p, files=[p], size=_file_size(p),
                                 built=_mtime(p), loaded=None, number=int(m.group("n") or 0)))
-    # load_inline writes its sources (main.cpp, cuda.cu) into the build folder itself
+    # load_inline writes its sources into the build folder itself, as main.cpp (cuda.cu,
+    # sycl.sycl); a copied cache keeps the names but not the folder in build.ninja
     sources = ninja.get("sources", [])
-    here = os.path.normpath(str(path))
-    inline = all(os.path.dirname(os.path.normpath(s)) == here for s in sources) if sources else "main.cpp" in names
+    inline_names = {"main.cpp", "cuda.cu", "sycl.sycl"}
+    own = [os.path.basename(s) for s in sources] or [n for n in names if n in inline_names]
+    inline = bool(own) and all(n in inline_names and n in names for n in own)
     origin = "load_inline" if inline else "torch extension"
-    return Entry(root, path, path.name, "torch", origin, tag, versions, tree_size(path), ninja=ninja)
+    return Entry(root, path, path.name, "torch", origin, tag, versions, tree_size(path), ninja=ninja, kernel=path.name)
 
 
 def _link_entry(root: Path, path: Path, tag: str) -> Entry:
@@ -229,7 +233,7 @@ def _link_entry(root: Path, path: Path, tag: str) -> Entry:
         target = os.readlink(path)
     except OSError:
         target = "?"
-    return Entry(root, path, path.name, "link", "symlink", tag, [], _file_size(path), link_target=target)
+    return Entry(root, path, path.name, "link", "symlink", tag, [], _file_size(path), link_target=target, kernel=path.name)
 
 
 def _entry(root: Path, path: Path, tag: str) -> Entry | None:

@@ -57,6 +57,21 @@ def running() -> Running:
     return Running(python, version, git, cuda, torch_dir, layout.torch_tag(cuda))
 
 
+@functools.lru_cache(maxsize=1)
+def torch_lock_style() -> str:
+    """How the running torch locks a JIT build: "filelock" (flock, held by a live process only;
+    torch >= 2.15, pytorch#189245) or "baton" (FileBaton: the file's existence is the lock, so a
+    killed build leaves one that blocks every later load). Read from torch's source text."""
+    run = running()
+    if run.torch_dir is None:
+        return "baton"
+    try:
+        text = (Path(run.torch_dir) / "utils" / "cpp_extension.py").read_text(errors="replace")
+    except OSError:
+        return "baton"
+    return "filelock" if "FileLock(os.path.join(build_directory" in text else "baton"
+
+
 def default_root() -> Path:
     """TORCH_EXTENSIONS_DIR, else the folder holding torch's per-tag folders
     (~/.cache/torch_extensions): every tag's builds, not only this torch's."""

@@ -6,10 +6,12 @@ Two kinds of lock live in an extensions cache:
   holder dies. The file stays; it names its holder (JSON: pid, host, started) while a build
   runs and is emptied when the build ends. A non-empty file that nobody holds is the trace of
   an interrupted build ("stale lock"); it blocks nothing, and unlock empties it.
-- torch's FileBaton: the file's existence is the lock (created with O_EXCL, removed at the
-  end). Its holder keeps the file open for the whole build, so the holder is found among the
-  open files of this machine's processes (/proc/<pid>/fd). A lock file no live process holds
-  open makes every later load of that extension wait forever: unlock removes it.
+- torch's, two kinds by version. Up to torch 2.14, FileBaton: the file's existence is the lock
+  (created with O_EXCL, removed at the end); its holder keeps the file open for the whole
+  build, so the holder is found among the open files of this machine's processes
+  (/proc/<pid>/fd), and a lock file no live process holds open makes every later load of that
+  extension wait forever: unlock removes it. From torch 2.15 (pytorch#189245), filelock's
+  flock: the file stays, and only a live holder's flock means a build is running.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import environment
 
 
 def pid_alive(pid: int) -> bool:
@@ -131,12 +135,34 @@ def _who(owner: dict) -> str:
     return f"pid {owner.get('pid')}{where}{what}" if owner else "another process"
 
 
+def _flock_held(path: Path) -> bool | None:
+    """True if a process holds an flock on path now, None if it cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(fd)  # closing drops our shared lock too
+    return False
+
+
 def _torch_lock(path: Path, open_files: OpenFiles) -> LockState:
     if not path.exists():
         return LockState("torch", path, "none")
     pids = open_files.pids(path)
-    if pids:
+    if _flock_held(path):  # torch >= 2.15 (filelock): held while a build runs
+        return LockState("torch", path, "building", pids[0] if pids else None,
+                         f"flock held by pid {', '.join(map(str, pids))}" if pids else "flock held by another process")
+    if pids:  # FileBaton: its builder keeps the file open
         return LockState("torch", path, "building", pids[0], f"held open by pid {', '.join(map(str, pids))}")
+    if environment.torch_lock_style() == "filelock":
+        return LockState("torch", path, "none", detail="a released lock file (this torch locks with flock)")
     if not open_files.complete:
         return LockState("torch", path, "unknown", detail="no holder among the processes this user can see")
     return LockState("torch", path, "stale", detail="no process holds it open: its build was killed")

@@ -93,7 +93,7 @@ class Removal:
     @property
     def label(self) -> str:
         where = f"{self.entry.tag}/" if self.entry.tag else ""
-        return f"{where}{self.entry.path.name}" + (f" [{self.version.name}]" if self.version else "")
+        return f"{where}{self.entry.name}" + (f" [{self.version.name}]" if self.version else "")
 
 
 @dataclass
@@ -121,6 +121,32 @@ def _take_kwb_lock(entry: Entry) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+def _take_torch_lock(entry: Entry) -> tuple[int, bool] | None:
+    """torch's lock both ways torch takes it: the flock (torch >= 2.15) and, where there is no
+    file, its O_EXCL creation (FileBaton, up to 2.14). Returns (fd, created the file), or None
+    when a build holds it."""
+    path = entry.path / layout.LOCK_NAME
+    created = True
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+    except FileExistsError:
+        if entry.lock is not None and entry.lock.state in ("building", "unknown"):
+            return None
+        created = False
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        if created:
+            path.unlink(missing_ok=True)
+        return None
+    return fd, created
 
 
 def _release(fd: int | None) -> None:
@@ -153,13 +179,14 @@ def _remove_entry(r: Removal, root: Path) -> str | None:
             return "a build is running (it holds the lock)"
     elif e.lock is not None and e.lock.state in ("building", "unknown"):
         return f"a build may be running ({e.lock.detail})"
-    elif e.lock is None or e.lock.state != "stale":
-        # torch's own lock (FileBaton: O_EXCL creation), so no torch build starts in the folder
-        # while it moves; one that started since the scan made the file: leave the entry
-        try:
-            torch_fd = os.open(e.path / layout.LOCK_NAME, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return "a build started (its lock appeared)"
+    else:
+        # torch's lock, both ways torch takes it, so no torch build starts in the folder while
+        # it moves: the flock (torch >= 2.15) and, where there is no file, its O_EXCL creation
+        # (FileBaton); a build that started since the scan holds one of them: leave the entry
+        taken = _take_torch_lock(e)
+        if taken is None:
+            return "a build started (it holds the lock)"
+        torch_fd = taken[0]
     try:
         trash = e.path.parent / layout.TRASH_DIR
         trash.mkdir(exist_ok=True)
@@ -167,8 +194,7 @@ def _remove_entry(r: Removal, root: Path) -> str | None:
         os.rename(e.path, moved)  # atomic: from here the entry no longer exists for loaders
     finally:
         _release(fd)
-        if torch_fd is not None:
-            os.close(torch_fd)
+        _release(torch_fd)
     _rmtree(moved, root)
     _drop_if_empty(trash)
     return None
@@ -185,13 +211,18 @@ def _remove_version(r: Removal, root: Path) -> str | None:
         fd = _take_kwb_lock(e)
         if fd is None:
             return "a build is running (it holds the lock)"
-    elif (e.path / layout.LOCK_NAME).exists() and (e.lock is None or e.lock.state != "stale"):
-        return "a build may be running (its lock is there)"
+    else:
+        taken = _take_torch_lock(e)
+        if taken is None:
+            return "a build is running (it holds the lock)"
+        fd = taken[0]
     try:
         # the manifest first: a library without one is never loaded
         for f in sorted(v.files, key=lambda p: not p.name.endswith(layout.MANIFEST_SUFFIX)):
             f.unlink(missing_ok=True)
     finally:
+        if e.layout == "torch" and taken[1]:
+            (e.path / layout.LOCK_NAME).unlink(missing_ok=True)  # to FileBaton, a file left is a lock
         _release(fd)
     return None
 
