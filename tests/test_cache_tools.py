@@ -456,3 +456,18 @@ def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp
     t.join(timeout=30)
     assert not t.is_alive()
     assert got["inode"] == got["path_inode"], "the builder must hold the lock at the entry's path, not the moved one"
+
+
+def test_the_kwb_cache_command_runs_without_importing_torch(cache):
+    code = textwrap.dedent(f"""
+        import json, sys
+        from workbench.cli import main
+        try:
+            main(["cache", "list", "--json", "--root", {str(cache)!r}])
+        except SystemExit as e:
+            assert e.code in (0, None), e.code
+        assert "torch" not in sys.modules, "kwb cache imported torch"
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert {e["kernel"] for e in json.loads(res.stdout)["entries"]} == {"tiny", "kwbinl", "tinl", "tplain"}
