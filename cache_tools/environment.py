@@ -60,7 +60,7 @@ def running() -> Running:
 @functools.lru_cache(maxsize=1)
 def torch_lock_style() -> str:
     """How the running torch locks a JIT build: "filelock" (flock, held by a live process only;
-    torch >= 2.15, pytorch#189245) or "baton" (FileBaton: the file's existence is the lock, so a
+    seen in torch 2.15, pytorch#189245) or "baton" (FileBaton, seen in torch 2.13: the file's existence is the lock, so a
     killed build leaves one that blocks every later load). Read from torch's source text."""
     run = running()
     if run.torch_dir is None:

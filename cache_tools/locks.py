@@ -6,11 +6,11 @@ Two kinds of lock live in an extensions cache:
   holder dies. The file stays; it names its holder (JSON: pid, host, started) while a build
   runs and is emptied when the build ends. A non-empty file that nobody holds is the trace of
   an interrupted build ("stale lock"); it blocks nothing, and unlock empties it.
-- torch's, two kinds by version. Up to torch 2.14, FileBaton: the file's existence is the lock
+- torch's, two kinds by version. FileBaton (torch 2.13 and older): the file's existence is the lock
   (created with O_EXCL, removed at the end); its holder keeps the file open for the whole
   build, so the holder is found among the open files of this machine's processes
   (/proc/<pid>/fd), and a lock file no live process holds open makes every later load of that
-  extension wait forever: unlock removes it. From torch 2.15 (pytorch#189245), filelock's
+  extension wait forever: unlock removes it. In torch 2.15 (pytorch#189245), filelock's
   flock: the file stays, and only a live holder's flock means a build is running.
 """
 from __future__ import annotations

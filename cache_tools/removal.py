@@ -124,8 +124,8 @@ def _take_kwb_lock(entry: Entry) -> int | None:
 
 
 def _take_torch_lock(entry: Entry) -> tuple[int, bool] | None:
-    """torch's lock both ways torch takes it: the flock (torch >= 2.15) and, where there is no
-    file, its O_EXCL creation (FileBaton, up to 2.14). Returns (fd, created the file), or None
+    """torch's lock both ways torch takes it: the flock (torch 2.15) and, where there is no
+    file, its O_EXCL creation (FileBaton, torch 2.13). Returns (fd, created the file), or None
     when a build holds it."""
     path = entry.path / layout.LOCK_NAME
     created = True
@@ -181,7 +181,7 @@ def _remove_entry(r: Removal, root: Path) -> str | None:
         return f"a build may be running ({e.lock.detail})"
     else:
         # torch's lock, both ways torch takes it, so no torch build starts in the folder while
-        # it moves: the flock (torch >= 2.15) and, where there is no file, its O_EXCL creation
+        # it moves: the flock (torch 2.15) and, where there is no file, its O_EXCL creation
         # (FileBaton); a build that started since the scan holds one of them: leave the entry
         taken = _take_torch_lock(e)
         if taken is None:

@@ -213,9 +213,9 @@ time.sleep(120)
 
 HOLD_TORCH_LOCK = """
 import fcntl, os, sys, time
-if sys.argv[2] == "baton":   # torch <= 2.14's FileBaton.try_acquire: the file is the lock
+if sys.argv[2] == "baton":   # torch 2.13's FileBaton.try_acquire: the file is the lock
     fd = os.open(sys.argv[1], os.O_CREAT | os.O_EXCL)
-else:                        # torch >= 2.15's filelock: an flock on a file that stays
+else:                        # torch 2.15's filelock: an flock on a file that stays
     fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
 print("held", flush=True)
@@ -257,8 +257,8 @@ def test_building_entries_are_named_and_never_removed_or_unlocked(cache):
 
 @pytest.mark.parametrize("style", ["baton", "filelock"])
 def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, monkeypatch, style):
-    """torch <= 2.14 (FileBaton): a build killed mid-way leaves `lock`, and every later load
-    waits forever: list says 'stale lock' and unlock removes it. torch >= 2.15 (flock): the
+    """torch 2.13 and older (FileBaton): a build killed mid-way leaves `lock`, and every later load
+    waits forever: list says 'stale lock' and unlock removes it. torch 2.15 (flock): the
     kernel drops the lock with its holder; list says fresh. kwb's flock lock: the file names
     the dead builder; unlock empties it."""
     from cache_tools import environment
