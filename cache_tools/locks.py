@@ -104,25 +104,14 @@ class LockState:
 
 
 def _kwb_lock(path: Path) -> LockState:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return LockState("kwb", path, "none")
-    except OSError as e:
-        return LockState("kwb", path, "unknown", detail=f"cannot open: {e.strerror}")
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            owner = read_owner(path) or {}
-            pid = owner.get("pid")
-            return LockState("kwb", path, "building", pid, _who(owner))
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    held = _flock_held(path)
+    if held is None:
+        if not path.exists():
+            return LockState("kwb", path, "none")
+        return LockState("kwb", path, "unknown", detail="cannot open the lock file")
     owner = read_owner(path)
+    if held:
+        return LockState("kwb", path, "building", (owner or {}).get("pid"), _who(owner or {}))
     if not owner:
         return LockState("kwb", path, "none")
     return LockState("kwb", path, "stale", owner.get("pid"), f"left by {_who(owner)}, which was interrupted")
