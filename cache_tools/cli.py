@@ -22,8 +22,9 @@ from .entries import Entry, Version
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
+# a color per state: rich markup in info and verify, click.style in list
 STATE_STYLE = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "broken": "red", "building": "cyan",
-               "stale lock": "red"}  # rich markup (info, du)
+               "stale lock": "red"}
 
 
 def human_bytes(n: int) -> str:
@@ -97,10 +98,6 @@ def cache() -> None:
     is running, a live lock kept); 2 bad usage."""
 
 
-STATE_COLOR = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "broken": "red", "building": "cyan",
-               "stale lock": "red"}
-
-
 def _entry_lines(entries: list[Entry], now: float) -> list[str]:
     """The list as aligned text. Plain string formatting, not a rich Table: rich took 0.45 s
     to lay out 1,000 rows (benchmarks/cache_list.py), half of the command's second."""
@@ -113,7 +110,7 @@ def _entry_lines(entries: list[Entry], now: float) -> list[str]:
     def line(r: list[str], color: bool) -> str:
         cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
         if color:
-            cells[6] = click.style(cells[6], fg=STATE_COLOR.get(r[6].strip()))
+            cells[6] = click.style(cells[6], fg=STATE_STYLE.get(r[6].strip()))
         return "  ".join([*cells, r[-1]]).rstrip()
 
     return [click.style(line(headers, False), bold=True), *(line(r, True) for r in rows)]
@@ -282,9 +279,10 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
     if names and all_:
         raise click.UsageError("give names or --all, not both")
     c = _open(root, force)
-    if names:
-        _find(c, names)
-    outcome = api.clean(c, list(names), all_, dry_run)
+    try:
+        outcome = api.clean(c, list(names), all_, dry_run)
+    except api.UnknownName as e:
+        raise click.UsageError(str(e)) from None
     _report(outcome, dry_run)
     if outcome.skipped:
         sys.exit(1)
@@ -301,13 +299,6 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
 def prune_cmd(older_than, max_size, keep_latest, stale, orphaned, dry_run, root, force) -> None:
     """Remove what is old, stale, orphaned or over a size budget. Says what it removes and how
     much it frees; entries being built are left alone."""
-    try:
-        if older_than is not None:
-            removal.parse_age(older_than)
-        if max_size is not None:
-            removal.parse_size(max_size)
-    except ValueError as e:
-        raise click.UsageError(str(e)) from None
     c = _open(root, force)
     try:
         outcome = api.prune(c, older_than, max_size, keep_latest, stale, orphaned, dry_run)
@@ -328,9 +319,10 @@ def unlock_cmd(names, all_, root, force) -> None:
     if not names and not all_:
         raise click.UsageError("name the entries to unlock (see `kwb cache list`), or pass --all")
     c = _open(root, force)
-    if names:
-        _find(c, names)
-    results = api.unlock(c, list(names), all_)
+    try:
+        results = api.unlock(c, list(names), all_)
+    except api.UnknownName as e:
+        raise click.UsageError(str(e)) from None
     kept = False
     for r in results:
         label = f"{r.entry.tag}/{r.entry.name}" if r.entry.tag else r.entry.name
@@ -363,6 +355,10 @@ def verify_cmd(root, force, as_json) -> None:
             label = f"{e.tag}/{e.name}" if e.tag else e.name
             reasons = e.reasons if e.state == "broken" else [f"{v.name}: {r}" for v in e.versions if v.state == "broken" for r in v.reasons]
             err.print(f"[red]broken[/] {escape(label)}: {escape('; '.join(reasons))}")
+        for e in c.entries:
+            if e.state == "stale":  # the recorded key no longer matches the sources or toolchain
+                label = f"{e.tag}/{e.name}" if e.tag else e.name
+                out.print(f"[yellow]stale[/] {escape(label)}: {escape('; '.join(e.reasons[:3]))}")
         stale = sum(e.state == "stale" for e in c.entries)
         out.print(f"checked {len(c.entries)} entries: {len(broken)} broken, {stale} stale"
                   + (" (`kwb cache prune --stale` removes those)" if stale else ""))

@@ -68,13 +68,15 @@ class Entry:
 
     @property
     def last_used(self) -> float:
+        """The last build or load. torch records no loads, but up to 2.13 every load creates
+        and removes `lock` in the folder, which moves the folder's mtime: that counts too."""
         times = [t for t in (self.last_built, self.last_loaded) if t]
-        if times:
-            return max(times)
-        try:
-            return self.path.lstat().st_mtime
-        except OSError:
-            return 0.0
+        if self.layout != "kwb" or not times:
+            try:
+                times.append(self.path.lstat().st_mtime)
+            except OSError:
+                pass
+        return max(times, default=0.0)
 
     def newest_by_device(self) -> list[Version]:
         """The version each device loads now: the newest build per device."""
@@ -120,16 +122,28 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+TORCH_INLINE_NAMES = {"main.cpp", "cuda.cu", "sycl.sycl"}  # what torch's load_inline writes
+
+
 def is_entry_dir(path: Path, names: list[str] | None = None) -> bool:
-    """A build folder of either layout (not a tag folder)."""
+    """A build folder of either layout (not a tag folder, not a project's build/ or lib/):
+    kwb's `kwb_<ident>/` with a manifest, a lock or a build folder; torch's with build.ninja,
+    a library named after the folder (<name>.so, <name>_vN.so), or only a lock and
+    load_inline's sources (a build killed before it wrote build.ninja)."""
     if names is None:
         try:
             names = os.listdir(path)
         except OSError:
             return False
     if path.name.startswith(layout.ENTRY_PREFIX):
+        return any(n.endswith(layout.MANIFEST_SUFFIX) or n == layout.LOCK_NAME or n.startswith("build-") for n in names)
+    if "build.ninja" in names:
         return True
-    return any(n in ("build.ninja", layout.LOCK_NAME) or n.endswith((".so", ".o")) for n in names)
+    for n in names:
+        m = TORCH_VERSION_RE.match(n)
+        if m and m.group("base") == path.name:
+            return True
+    return layout.LOCK_NAME in names and set(names) <= {layout.LOCK_NAME, *TORCH_INLINE_NAMES}
 
 
 def _stem_device(stem: str) -> str | None:
@@ -221,9 +235,8 @@ def _torch_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
     # load_inline writes its sources into the build folder itself, as main.cpp (cuda.cu,
     # sycl.sycl); a copied cache keeps the names but not the folder in build.ninja
     sources = ninja.get("sources", [])
-    inline_names = {"main.cpp", "cuda.cu", "sycl.sycl"}
-    own = [os.path.basename(s) for s in sources] or [n for n in names if n in inline_names]
-    inline = bool(own) and all(n in inline_names and n in names for n in own)
+    own = [os.path.basename(s) for s in sources] or [n for n in names if n in TORCH_INLINE_NAMES]
+    inline = bool(own) and all(n in TORCH_INLINE_NAMES and n in names for n in own)
     origin = "load_inline" if inline else "torch extension"
     return Entry(root, path, path.name, "torch", origin, tag, versions, tree_size(path), ninja=ninja, kernel=path.name)
 

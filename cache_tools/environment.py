@@ -57,28 +57,32 @@ def running() -> Running:
     return Running(python, version, git, cuda, torch_dir, layout.torch_tag(cuda))
 
 
-@functools.lru_cache(maxsize=1)
-def torch_lock_style() -> str:
-    """How the running torch locks a JIT build: "filelock" (flock, held by a live process only;
-    seen in torch 2.15, pytorch#189245) or "baton" (FileBaton, seen in torch 2.13: the file's existence is the lock, so a
-    killed build leaves one that blocks every later load). Read from torch's source text."""
-    run = running()
-    if run.torch_dir is None:
+@functools.lru_cache(maxsize=None)
+def lock_style_of(torch_dir: str | None) -> str:
+    """How the torch installed at torch_dir locks a JIT build: "filelock" (flock, held by a
+    live process only; seen in torch 2.15, pytorch#189245) or "baton" (FileBaton, seen in torch
+    2.13: the file's existence is the lock, so a killed build leaves one that blocks every
+    later load). Read from that torch's source text; the running torch's when it is gone."""
+    if torch_dir is None:
         return "baton"
     try:
-        text = (Path(run.torch_dir) / "utils" / "cpp_extension.py").read_text(errors="replace")
+        text = (Path(torch_dir) / "utils" / "cpp_extension.py").read_text(errors="replace")
     except OSError:
-        return "baton"
+        run = running()
+        return lock_style_of(run.torch_dir) if run.torch_dir and run.torch_dir != torch_dir else "baton"
     return "filelock" if "FileLock(os.path.join(build_directory" in text else "baton"
+
+
+def torch_lock_style() -> str:
+    """The running torch's lock style."""
+    return lock_style_of(running().torch_dir)
 
 
 def default_root() -> Path:
     """TORCH_EXTENSIONS_DIR, else the folder holding torch's per-tag folders
     (~/.cache/torch_extensions): every tag's builds, not only this torch's."""
-    env = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if env:
-        return Path(env).expanduser()
-    return layout.default_root(running().torch_cuda).parent
+    root = layout.default_root(running().torch_cuda)
+    return root if os.environ.get("TORCH_EXTENSIONS_DIR") else root.parent
 
 
 @functools.lru_cache(maxsize=None)

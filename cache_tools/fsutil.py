@@ -50,3 +50,19 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def real_location(path: Path) -> str:
+    """The real path of path's folder joined with its own name: path itself is not resolved,
+    so a symlink names the link, never its target."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def same_file(fd: int, path: Path) -> bool:
+    """Whether path still names the file open as fd (not moved, not replaced)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    own = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)

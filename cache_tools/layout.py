@@ -18,6 +18,7 @@ This module imports nothing heavy (no torch).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -99,3 +100,15 @@ def mark_loaded(manifest: Path) -> None:
             pass
     except OSError:
         pass
+
+
+def build_base(config: dict, sources: dict[str, str]) -> str:
+    """The build's base hash: what is known before compiling (config fingerprint, source
+    hashes). The builder computes it; `kwb cache verify` recomputes it from a manifest."""
+    blob = json.dumps({"format": FORMAT, "config": config, "sources": sources}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def build_key(base: str, headers: dict[str, str]) -> str:
+    """The build key: the base plus the hashes of the headers the compiler reported."""
+    return hashlib.sha256((base + json.dumps(headers, sort_keys=True)).encode()).hexdigest()

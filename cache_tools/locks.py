@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import environment
+from .fsutil import real_location
 
 
 def pid_alive(pid: int) -> bool:
@@ -86,8 +87,7 @@ class OpenFiles:
         return cls(holders, complete)
 
     def pids(self, path: Path) -> list[int]:
-        real = os.path.join(os.path.realpath(path.parent), path.name)
-        return sorted(set(self.holders.get(real, [])))
+        return sorted(set(self.holders.get(real_location(path), [])))
 
 
 @dataclass
@@ -141,7 +141,7 @@ def _flock_held(path: Path) -> bool | None:
     return False
 
 
-def _torch_lock(path: Path, open_files: OpenFiles) -> LockState:
+def _torch_lock(path: Path, open_files: OpenFiles, style: str) -> LockState:
     if not path.exists():
         return LockState("torch", path, "none")
     pids = open_files.pids(path)
@@ -150,16 +150,21 @@ def _torch_lock(path: Path, open_files: OpenFiles) -> LockState:
                          f"flock held by pid {', '.join(map(str, pids))}" if pids else "flock held by another process")
     if pids:  # FileBaton: its builder keeps the file open
         return LockState("torch", path, "building", pids[0], f"held open by pid {', '.join(map(str, pids))}")
-    if environment.torch_lock_style() == "filelock":
-        return LockState("torch", path, "none", detail="a released lock file (this torch locks with flock)")
+    if style == "filelock":
+        return LockState("torch", path, "none", detail="a released lock file (its torch locks with flock)")
     if not open_files.complete:
         return LockState("torch", path, "unknown", detail="no holder among the processes this user can see")
     return LockState("torch", path, "stale", detail="no process holds it open: its build was killed")
 
 
-def inspect(entry: Path, kind: str, open_files: OpenFiles, lock_name: str = "lock") -> LockState:
-    path = entry / lock_name
-    return _kwb_lock(path) if kind == "kwb" else _torch_lock(path, open_files)
+def inspect(entry: Path, kind: str, open_files: OpenFiles, torch_dir: str | None = None) -> LockState:
+    """The lock of a build folder. torch_dir: the torch a torch-layout build was made with
+    (its lock style decides what a lock file nobody holds means); the running one if None."""
+    path = entry / "lock"
+    if kind == "kwb":
+        return _kwb_lock(path)
+    style = environment.lock_style_of(torch_dir) if torch_dir else environment.torch_lock_style()
+    return _torch_lock(path, open_files, style)
 
 
 def unlock(lock: LockState) -> str:

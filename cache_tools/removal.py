@@ -18,29 +18,27 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
 from .entries import Entry, Version, is_entry_dir, trash_folders, tree_size
 from .environment import TAG_RE
+from .fsutil import real_location, same_file
+from .locks import OpenFiles
 
 
 class RootRefused(Exception):
     pass
 
 
-def _real(path: Path) -> str:
-    """The real path of path's folder plus its own name: path itself is never resolved (a
-    symlink stays the link)."""
-    return os.path.join(os.path.realpath(path.parent), path.name)
-
-
 def inside(path: Path, root: Path) -> bool:
     real_root = os.path.realpath(root)
-    real = _real(path)
+    real = real_location(path)
     return path.name not in ("", ".", "..") and real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
@@ -107,52 +105,58 @@ class Outcome:
         return sum(r.bytes for r in self.removed) + self.trash_bytes
 
 
-def _take_kwb_lock(entry: Entry) -> int | None:
-    """The entry's flock, if no build holds it: returns the fd (or -1 when there is no lock
-    file), None when a build is running."""
-    path = entry.path / layout.LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return -1
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+class Busy(Exception):
+    """The entry cannot be removed now; the message says why."""
 
 
-def _take_torch_lock(entry: Entry) -> tuple[int, bool] | None:
-    """torch's lock both ways torch takes it: the flock (torch 2.15) and, where there is no
-    file, its O_EXCL creation (FileBaton, torch 2.13). Returns (fd, created the file), or None
-    when a build holds it."""
-    path = entry.path / layout.LOCK_NAME
-    created = True
+@contextmanager
+def _hold(e: Entry):
+    """Hold the entry's build lock the way its builders take it, or raise Busy.
+
+    kwb: the flock. torch: the flock (torch 2.15's filelock) and the file itself (FileBaton,
+    torch 2.13, whose builders never flock but keep the file open: looked for in /proc now,
+    not only at the scan). A lock file created here is removed again, unless the entry moved
+    away with it."""
+    path = e.path / layout.LOCK_NAME
+    created = False
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
-    except FileExistsError:
-        if entry.lock is not None and entry.lock.state in ("building", "unknown"):
-            return None
-        created = False
-        try:
+        if e.layout == "kwb":
             fd = os.open(path, os.O_RDWR)
-        except OSError:
-            return None
+        else:
+            if e.lock is not None and e.lock.state in ("building", "unknown"):
+                raise Busy(f"a build may be running ({e.lock.detail})")
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        fd = None  # a kwb entry without a lock file: no build ever ran here
+    except OSError as err:
+        raise Busy(f"cannot open its lock: {err.strerror}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        if created:
-            path.unlink(missing_ok=True)
-        return None
-    return fd, created
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise Busy("a build is running (it holds the lock)") from None
+            if e.layout == "torch" and not created:
+                others = [p for p in OpenFiles.scan(e.path).pids(path) if p != os.getpid()]
+                if others:
+                    raise Busy(f"a build is running (pid {', '.join(map(str, others))} holds its lock open)")
+        yield
+    finally:
+        if fd is not None:
+            if created and same_file(fd, path):
+                path.unlink(missing_ok=True)  # to FileBaton, a file left behind is a lock
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
-def _release(fd: int | None) -> None:
-    if fd is not None and fd >= 0:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+def _ignore_missing(func, path, exc) -> None:
+    err = exc if isinstance(exc, BaseException) else exc[1]
+    if not isinstance(err, FileNotFoundError):  # another clean emptied it first
+        raise err
 
 
 def _rmtree(path: Path, root: Path) -> None:
@@ -161,70 +165,59 @@ def _rmtree(path: Path, root: Path) -> None:
     if path.is_symlink() or not path.is_dir():
         path.unlink(missing_ok=True)
         return
-    shutil.rmtree(path)  # unlinks symlinks inside, never follows them (fd-based on Linux)
+    # unlinks symlinks inside, never follows them (fd-based on Linux)
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_ignore_missing)
+    else:
+        shutil.rmtree(path, onerror=_ignore_missing)
 
 
-def _remove_entry(r: Removal, root: Path) -> str | None:
-    """Remove a whole entry; a reason string if it was skipped."""
+def _trash_for(e: Entry) -> Path:
+    """`.kwb-trash/` beside the entry (same filesystem, so the move is a rename), a real folder
+    inside the root: a link there would carry the entry out of the cache."""
+    trash = e.path.parent / layout.TRASH_DIR
+    try:
+        trash.mkdir()
+    except FileExistsError:
+        pass
+    if trash.is_symlink() or not trash.is_dir() or not inside(trash, e.root):
+        raise Busy(f"{trash} is not a folder of the cache (a link?): not moving anything there")
+    return trash
+
+
+def _remove_entry(r: Removal, root: Path) -> None:
     e = r.entry
     if not inside(e.path, root):
-        return f"outside the cache root {root}"
+        raise Busy(f"outside the cache root {root}")
     if e.layout == "link":
-        e.path.unlink()
-        return None
-    fd = torch_fd = None
-    if e.layout == "kwb":
-        fd = _take_kwb_lock(e)
-        if fd is None:
-            return "a build is running (it holds the lock)"
-    elif e.lock is not None and e.lock.state in ("building", "unknown"):
-        return f"a build may be running ({e.lock.detail})"
-    else:
-        # torch's lock, both ways torch takes it, so no torch build starts in the folder while
-        # it moves: the flock (torch 2.15) and, where there is no file, its O_EXCL creation
-        # (FileBaton); a build that started since the scan holds one of them: leave the entry
-        taken = _take_torch_lock(e)
-        if taken is None:
-            return "a build started (it holds the lock)"
-        torch_fd = taken[0]
-    try:
-        trash = e.path.parent / layout.TRASH_DIR
-        trash.mkdir(exist_ok=True)
-        moved = trash / f"{e.path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-        os.rename(e.path, moved)  # atomic: from here the entry no longer exists for loaders
-    finally:
-        _release(fd)
-        _release(torch_fd)
+        if not e.path.is_symlink():
+            raise Busy("no longer a link; list again")
+        e.path.unlink(missing_ok=True)
+        return
+    with _hold(e):
+        for attempt in range(2):
+            trash = _trash_for(e)
+            moved = trash / f"{e.path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+            try:
+                os.rename(e.path, moved)  # atomic: from here the entry no longer exists for loaders
+                break
+            except FileNotFoundError:
+                if not e.path.exists() or attempt:
+                    raise Busy("it went away while being removed") from None
+                # another clean dropped the (empty) trash folder between our mkdir and rename
     _rmtree(moved, root)
     _drop_if_empty(trash)
-    return None
 
 
-def _remove_version(r: Removal, root: Path) -> str | None:
+def _remove_version(r: Removal, root: Path) -> None:
     e, v = r.entry, r.version
     assert v is not None
-    for f in v.files:
-        if not inside(f, root):
-            return f"outside the cache root {root}"
-    fd = None
-    if e.layout == "kwb":
-        fd = _take_kwb_lock(e)
-        if fd is None:
-            return "a build is running (it holds the lock)"
-    else:
-        taken = _take_torch_lock(e)
-        if taken is None:
-            return "a build is running (it holds the lock)"
-        fd = taken[0]
-    try:
+    if not all(inside(f, root) for f in v.files):
+        raise Busy(f"outside the cache root {root}")
+    with _hold(e):
         # the manifest first: a library without one is never loaded
         for f in sorted(v.files, key=lambda p: not p.name.endswith(layout.MANIFEST_SUFFIX)):
             f.unlink(missing_ok=True)
-    finally:
-        if e.layout == "torch" and taken[1]:
-            (e.path / layout.LOCK_NAME).unlink(missing_ok=True)  # to FileBaton, a file left is a lock
-        _release(fd)
-    return None
 
 
 def _drop_if_empty(folder: Path) -> None:
@@ -247,12 +240,15 @@ def execute(plan: list[Removal], root: Path, dry_run: bool) -> Outcome:
     out = Outcome(trash_bytes=empty_trash(root, dry_run))
     for r in plan:
         if dry_run:
-            busy = r.entry.state == "building"
-            (out.skipped.append((r, "a build is running")) if busy else out.removed.append(r))
+            if r.entry.state == "building":
+                out.skipped.append((r, "a build is running"))
+            else:
+                out.removed.append(r)
             continue
-        why = _remove_version(r, root) if r.version else _remove_entry(r, root)
-        if why:
-            out.skipped.append((r, why))
+        try:
+            _remove_version(r, root) if r.version else _remove_entry(r, root)
+        except Busy as why:
+            out.skipped.append((r, str(why)))
         else:
             out.removed.append(r)
     return out

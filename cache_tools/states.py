@@ -13,8 +13,6 @@ device); older builds of an entry are listed as versions, each with its own stat
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import struct
 from pathlib import Path
@@ -77,14 +75,12 @@ class Hasher:
 
 def recorded_key_consistent(m: dict) -> bool:
     """The manifest's base and key recomputed from its own records, as the builder computes
-    them (workbench/builder.py: _base, _key)."""
-    blob = json.dumps({"format": layout.FORMAT, "config": m.get("config"), "sources": m.get("sources")}, sort_keys=True)
-    base = hashlib.sha256(blob.encode()).hexdigest()
-    key = hashlib.sha256((base + json.dumps(m.get("headers", {}), sort_keys=True)).encode()).hexdigest()
-    return base == m.get("base") and key == m.get("key")
+    them (layout.build_base, layout.build_key)."""
+    base = layout.build_base(m.get("config"), m.get("sources"))
+    return base == m.get("base") and layout.build_key(base, m.get("headers", {})) == m.get("key")
 
 
-def _kwb_version_state(entry: Entry, v: Version, run: environment.Running, hasher: Hasher, deep: bool) -> tuple[str, list[str]]:
+def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, deep: bool) -> tuple[str, list[str]]:
     m = v.manifest
     if m is None:
         if v.library is not None and not any(f.name.endswith(layout.MANIFEST_SUFFIX) for f in v.files):
@@ -128,7 +124,7 @@ def _kwb_version_state(entry: Entry, v: Version, run: environment.Running, hashe
     return ("stale", reasons) if reasons else ("fresh", [])
 
 
-def _torch_version_state(entry: Entry, v: Version, run: environment.Running, deep: bool) -> tuple[str, list[str]]:
+def _torch_version_state(entry: Entry, v: Version, run: environment.Running) -> tuple[str, list[str]]:
     assert v.library is not None
     problem = elf_problem(v.library)
     if problem:
@@ -160,12 +156,13 @@ def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, 
         entry.state = "broken"
         entry.reasons = [f"a symlink to {entry.link_target} (not followed; clean removes the link only)"]
         return entry
-    entry.lock = locks.inspect(entry.path, entry.layout, open_files)
+    inc = entry.ninja.get("torch_include")
+    entry.lock = locks.inspect(entry.path, entry.layout, open_files, os.path.dirname(inc) if inc else None)
     for v in entry.versions:
         if entry.layout == "kwb":
-            v.state, v.reasons = _kwb_version_state(entry, v, run, hasher, deep)
+            v.state, v.reasons = _kwb_version_state(v, run, hasher, deep)
         else:
-            v.state, v.reasons = _torch_version_state(entry, v, run, deep)
+            v.state, v.reasons = _torch_version_state(entry, v, run)
     current = entry.newest_by_device()
     if entry.layout == "torch":
         target = entry.ninja.get("target")

@@ -255,16 +255,31 @@ def test_building_entries_are_named_and_never_removed_or_unlocked(cache):
             p.wait()
 
 
+def _fake_torch(folder: Path, style: str) -> Path:
+    """A torch install as build.ninja names it, whose cpp_extension.py locks one way."""
+    (folder / "include").mkdir(parents=True)
+    (folder / "utils").mkdir()
+    line = ("with FileLock(os.path.join(build_directory, 'lock')):" if style == "filelock"
+            else "baton = FileBaton(os.path.join(build_directory, 'lock'))")
+    (folder / "utils" / "cpp_extension.py").write_text(f"# torch.utils.cpp_extension\n{line}\n")
+    return folder
+
+
 @pytest.mark.parametrize("style", ["baton", "filelock"])
-def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, monkeypatch, style):
-    """torch 2.13 and older (FileBaton): a build killed mid-way leaves `lock`, and every later load
-    waits forever: list says 'stale lock' and unlock removes it. torch 2.15 (flock): the
-    kernel drops the lock with its holder; list says fresh. kwb's flock lock: the file names
+def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, tmp_path, style):
+    """torch 2.13 and older (FileBaton): a build killed mid-way leaves `lock`, and every later
+    load waits forever: list says 'stale lock' and unlock removes it. torch 2.15 (flock): the
+    kernel drops the lock with its holder. Which one is read from the torch that made the
+    build (build.ninja's include path), not the running one. kwb's flock lock: the file names
     the dead builder; unlock empties it."""
     from cache_tools import environment
 
     running_style = environment.torch_lock_style()
-    monkeypatch.setattr(environment, "torch_lock_style", lambda: style)
+    ninja = cache / "tinl" / "build.ninja"
+    if style != running_style:  # the build came from a torch that locks the other way
+        fake = _fake_torch(tmp_path / "othertorch", style)
+        real_inc = next(e for e in api.open_cache(cache).entries if e.name == "tinl").ninja["torch_include"]
+        ninja.write_text(ninja.read_text().replace(real_inc, str(fake / "include")))
     (cache / "tinl" / "lock").unlink(missing_ok=True)
     holder = _holder(HOLD_TORCH_LOCK, cache / "tinl" / "lock", style)
     assert listing(cache)["tinl"]["state"] == "building"
@@ -284,16 +299,85 @@ def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, monkeypatch, sty
     assert not (cache / "tinl" / "lock").exists() or style == "filelock"
     assert kwb_lock.exists() and kwb_lock.read_text() == ""  # kwb's lock file stays, emptied
     entries = listing(cache)
-    assert entries["tinl"]["state"] == entries["tiny"]["state"] == "fresh"
-    load = textwrap.dedent("""
-        import torch.utils.cpp_extension as ce
-        m = ce.load_inline(name="tinl", cpp_sources="int64_t add_one(int64_t x) { return x + 1; }", functions=["add_one"])
-        print(m.add_one(41))
-    """)
+    assert entries["tiny"]["state"] == "fresh" and entries["tinl"]["state"] != "stale lock"
     if style == running_style:  # the real torch loads the entry again, without waiting
+        load = textwrap.dedent("""
+            import torch.utils.cpp_extension as ce
+            m = ce.load_inline(name="tinl", cpp_sources="int64_t add_one(int64_t x) { return x + 1; }", functions=["add_one"])
+            print(m.add_one(41))
+        """)
         res = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300,
                              env=dict(os.environ, TORCH_EXTENSIONS_DIR=str(cache)))
         assert res.returncode == 0 and res.stdout.strip() == "42", res.stderr[-2000:]
+
+
+def test_a_filebaton_build_that_starts_after_the_scan_is_not_removed(cache):
+    """Between `kwb cache clean`'s scan and its removal, a torch 2.13 build takes the lock
+    (O_EXCL, kept open, no flock): clean looks for holders again before it moves anything."""
+    (cache / "tinl" / "lock").unlink(missing_ok=True)
+    c = api.open_cache(cache)
+    holder = _holder(HOLD_TORCH_LOCK, cache / "tinl" / "lock", "baton")
+    try:
+        before = snapshot(cache / "tinl")
+        outcome = api.clean(c, ["tinl"])
+        assert not outcome.removed and f"pid {holder.pid}" in outcome.skipped[0][1]
+        assert snapshot(cache / "tinl") == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_clean_that_fails_to_move_an_entry_leaves_no_lock_behind(cache, monkeypatch):
+    """clean creates torch's lock file while it moves an entry; if the move fails, the file
+    must go (to torch 2.13, a lock file left behind blocks every later load)."""
+    (cache / "tplain" / "lock").unlink(missing_ok=True)
+
+    def refuse(*a):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(removal.os, "rename", refuse)
+    with pytest.raises(PermissionError):
+        api.clean(api.open_cache(cache), ["tplain"])
+    monkeypatch.undo()
+    assert not (cache / "tplain" / "lock").exists() and (cache / "tplain" / "tplain_v1.so").exists()
+
+
+def test_a_trash_folder_that_is_a_link_is_never_used(cache, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (cache / layout.TRASH_DIR).symlink_to(outside, target_is_directory=True)
+    res = run("clean", "tinl", root=cache)
+    assert res.exit_code == 1 and "not a folder of the cache" in res.output
+    assert (cache / "tinl" / "tinl.so").exists() and list(outside.iterdir()) == []
+
+
+def test_a_warm_load_whose_build_a_clean_removed_meanwhile_builds_again(tmp_path):
+    """A fresh process finds its build in the cache; `kwb cache clean` removes it before the
+    process opens the library (the warm path takes no lock). The load builds again."""
+    import workbench as wb
+
+    folder = write_tiny_kernel(tmp_path / "cleaned", value="4.0")
+    assert wb.load(folder, device="cpu").build.compiled
+    code = textwrap.dedent(f"""
+        import torch, workbench as wb
+        from workbench import builder
+        from cache_tools import api
+        find = builder.find_cached
+
+        def found_then_cleaned(source, config, root):
+            build = find(source, config, root)
+            if build is not None:
+                outcome = api.clean(api.open_cache(root), [build.library.parent.name])
+                assert outcome.removed, outcome
+            return build
+
+        builder.find_cached = found_then_cleaned
+        k = wb.load({str(folder)!r}, device="cpu")
+        print(k.build.compiled, k.add_value(torch.zeros(1)).item())
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip().splitlines()[-1] == "True 4.0"
 
 
 def test_clean_by_name_dry_run_and_unknown_names(cache):
@@ -322,7 +406,7 @@ def test_prune_by_versions_age_and_size(cache):
     assert not (cache / "tplain" / "tplain.so").exists() and (cache / "tplain" / "tplain_v1.so").exists()
     assert listing(cache)["tplain"]["state"] == "fresh"
     old = time.time() - 40 * 86400
-    for p in (cache / "tinl").rglob("*"):
+    for p in [*(cache / "tinl").rglob("*"), cache / "tinl"]:  # torch 2.13's loads touch the folder
         os.utime(p, (old, old), follow_symlinks=False)
     res = run("prune", "--older-than", "30d", root=cache)
     assert res.exit_code == 0 and "last used 40" in res.output
@@ -351,6 +435,14 @@ def test_symlinks_are_removed_as_links_never_followed(cache, tmp_path):
 
 
 def test_roots_that_are_not_an_extensions_cache_are_refused(tmp_path, cache):
+    project = tmp_path / "project"                  # a build/ with objects and a lib/ with a .so
+    for rel in ("build/a.o", "lib/libfoo.so", "src/foo.cpp", "README.md"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text("x")
+    res = run("clean", "--all", "--dry-run", root=project)
+    assert res.exit_code == 2 and "does not look like an extensions cache" in res.output
+    res = run("list", "--force", "--json", root=project)
+    assert json.loads(res.output)["entries"] == [], "build/ and lib/ are not build folders"
     res = run("list", root=Path("/"))
     assert res.exit_code == 2 and "refusing" in res.output
     home = tmp_path / "home"
@@ -439,8 +531,8 @@ def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp
     entry.mkdir(parents=True)
     (entry / "lock").write_text("")
     e = api.Entry(tmp_path / "root", entry, "x", "kwb", "kwb kernel", "", [], 0)
-    fd = removal._take_kwb_lock(e)
-    assert fd is not None and fd >= 0
+    held = removal._hold(e)       # what clean holds while it moves the entry
+    held.__enter__()
     got = {}
 
     def builder():
@@ -452,7 +544,7 @@ def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp
     t.start()
     time.sleep(0.3)                                     # the builder is polling the held lock
     os.rename(entry, tmp_path / "root" / "moved")       # clean's move
-    removal._release(fd)
+    held.__exit__(None, None, None)
     t.join(timeout=30)
     assert not t.is_alive()
     assert got["inode"] == got["path_inode"], "the builder must hold the lock at the entry's path, not the moved one"

@@ -11,7 +11,6 @@ A failed build records nothing, so fixing the error and loading again always reb
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -152,12 +151,7 @@ def _hash_files(paths) -> dict[str, str]:
 
 def _base(source: KernelSource, config: BuildConfig) -> tuple[str, dict[str, str]]:
     src = _hash_files(source.sources(config.device == "cuda"))
-    blob = json.dumps({"format": layout.FORMAT, "config": config.fingerprint(), "sources": src}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest(), src
-
-
-def _key(base: str, headers: dict[str, str]) -> str:
-    return hashlib.sha256((base + json.dumps(headers, sort_keys=True)).encode()).hexdigest()
+    return layout.build_base(config.fingerprint(), src), src
 
 
 def _headers_unchanged(headers: dict[str, str]) -> bool:
@@ -307,7 +301,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     if _base(source, config)[0] != base or any(headers.get(h, d) != d for h, d in headers_before.items()):
         feedback.done(False)
         return None
-    key = _key(base, headers)
+    key = layout.build_key(base, headers)
     stem = layout.stem(source.name, config.device, base, key)
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
     atomic_copy(build_dir / plan.library, library)

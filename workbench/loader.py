@@ -9,7 +9,7 @@ import torch
 from cache_tools import layout
 
 from . import builder, library, notices, toolchain
-from .errors import ToolchainError
+from .errors import LoadError, ToolchainError
 from .sources import KernelSource, resolve
 
 _process_lock = threading.RLock()
@@ -53,7 +53,14 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
             build = builder.build(source, config, root, verbose=verbose, force=force)
         elif verbose:
             notices.say(f"kwb: {source.name} ({device}) is cached: {build.library}")
-        kernel = library.load(source, build)
+        try:
+            kernel = library.load(source, build)
+        except LoadError:
+            if build.library.exists():
+                raise
+            # `kwb cache clean` removed the build between finding and loading it: build again
+            build = builder.build(source, config, root, verbose=verbose)
+            kernel = library.load(source, build)
         layout.mark_loaded(build.manifest_path)
         return kernel
 

@@ -15,6 +15,7 @@ import socket
 import time
 from pathlib import Path
 
+from cache_tools.fsutil import same_file
 from cache_tools.locks import pid_alive, read_owner
 
 from . import notices
@@ -40,7 +41,7 @@ class BuildLock:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if _same_file(fd, self.path):
+                if same_file(fd, self.path):
                     break
                 # `kwb cache clean` moved the entry away while we waited: this inode is not the
                 # lock any more; take the one at the path (it may be new).
@@ -79,12 +80,3 @@ class BuildLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    own = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
