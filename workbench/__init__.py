@@ -52,5 +52,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")
 
 
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext workbench`: the %%cuda and %%cpp cell magics (workbench/magics.py)."""
+    from .magics import load_ipython_extension as register
+
+    register(ipython)
+
+
 def __dir__():
     return sorted(list(globals()) + list(_LAZY))

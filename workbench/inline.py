@@ -49,7 +49,7 @@ def _write_once(path: Path, text: str) -> None:
 
 def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, functions: list[str] | None = None, *,
                 device=None, verbose: bool = False, force: bool = False, cuda_includes_torch: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=()) -> Kernel:
+                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cell_label: str | None = None) -> Kernel:
     """Compile C++/CUDA source strings into ops and load them.
 
     name: a name for the cache entry and the ops' namespace.
@@ -60,6 +60,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         ATen, kwb_checks.h and kwb::current_stream(). Declare here what it calls in `cuda`.
     functions: names of functions in `cpp` to expose as ops (k.<name>(...)).
     device: "cuda", "cpu" or None ("cuda" when `cuda` is given).
+    cell_label: what diagnostics call the sources (the %%cuda magic passes "%%cuda NAME").
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"load_inline: name must be a non-empty string, got {name!r}")
@@ -102,7 +103,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         wrapped = folder / f"{ident}_bindings.cpp"
         _write_once(wrapped, wrapper)
         cpp_sources.append(wrapped)
-        display[str(user)] = f"<load_inline {name!r} cpp>"
+        display[str(user)] = f"<{cell_label}>" if cell_label else f"<load_inline {name!r} cpp>"
     if cuda is not None:
         user = folder / f"{ident}.cu"
         _write_once(user, cuda)
@@ -110,7 +111,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         wrapped = folder / f"{ident}_kernels.cu"
         _write_once(wrapped, f'{prelude}#include "kwb_inline.cuh"\n#include "{user.name}"\n')
         cuda_sources.append(wrapped)
-        display[str(user)] = f"<load_inline {name!r} cuda>"
+        display[str(user)] = f"<{cell_label}>" if cell_label else f"<load_inline {name!r} cuda>"
 
     source = KernelSource(name=ident, folder=folder, ident=f"{ident}-inline", cpp_sources=cpp_sources,
                           cuda_sources=cuda_sources, include_dirs=[folder, common_dir()], kind="inline",

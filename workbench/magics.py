@@ -1,0 +1,127 @@
+"""Jupyter cell magics: a kernel from a notebook cell, compiled through wb.load_inline.
+
+    %load_ext workbench
+
+    %%cuda square --functions square
+    __global__ void square_kernel(const float* x, float* y, int64_t n) { ... }
+    void square_launch(const float* x, float* y, int64_t n, cudaStream_t s) { ... }
+    // --- cpp ---
+    void square_launch(const float* x, float* y, int64_t n, cudaStream_t s);
+    at::Tensor square(const at::Tensor& x) { ... }
+
+    %%cpp twice --functions twice
+    at::Tensor twice(const at::Tensor& x) { return x * 2; }
+
+Above the `// --- cpp ---` line: CUDA (kernels and launchers over raw pointers; CUDA headers
+only, so an edit recompiles in seconds). Below it: C++ with ATen, the functions the ops are
+made of. `--cpp VAR` takes that C++ from a notebook variable instead. The functions land in
+the notebook's namespace, and NAME holds the Kernel. Compiler errors print as the compiler's
+diagnostics with the cell's line numbers, not as a traceback. An unchanged cell is a cache hit;
+an edited one rebuilds only what changed.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+
+CPP_MARKER = re.compile(r"^\s*//\s*-+\s*cpp\s*-+\s*$", re.M)
+
+
+class MagicUsageError(ValueError):
+    pass
+
+
+def _parser(magic: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"%%{magic}", add_help=False, exit_on_error=False)
+    p.add_argument("name")
+    p.add_argument("--functions", default="", help="comma-separated C++ functions to expose as ops")
+    if magic == "cuda":
+        p.add_argument("--cpp", default=None, help="a notebook variable holding the C++ part")
+        p.add_argument("--device", default="cuda", choices=["cuda"])
+    p.add_argument("--flags", default="", help="extra compiler flags, quoted: --flags '-DN=4 -O2'")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--force", action="store_true")
+    return p
+
+
+def parse_line(magic: str, line: str) -> argparse.Namespace:
+    try:
+        return _parser(magic).parse_args(shlex.split(line))
+    except (argparse.ArgumentError, SystemExit, ValueError) as e:
+        usage = _parser(magic).format_usage().strip()
+        raise MagicUsageError(f"%%{magic} {line}: {e}\n{usage}") from None
+
+
+def split_cell(cell: str) -> tuple[str, str | None]:
+    """(cuda, cpp): the cell split at its `// --- cpp ---` line. The C++ part keeps its lines'
+    numbers in the cell (blank lines stand in for the CUDA part), so diagnostics match."""
+    m = CPP_MARKER.search(cell)
+    if not m:
+        return cell, None
+    # cell[m.end():] starts with the marker line's newline: k - 1 more put line k + 1 at k + 1
+    return cell[: m.start()], "\n" * cell[: m.end()].count("\n") + cell[m.end():]
+
+
+def run_cell(magic: str, line: str, cell: str, namespace: dict):
+    """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
+    "built in N s" or "cached"), or None after printing why it did not build."""
+    from .errors import KwbError
+    from .inline import load_inline
+
+    args = parse_line(magic, line)
+    functions = [f.strip() for f in args.functions.split(",") if f.strip()]
+    flags = shlex.split(args.flags)
+    if magic == "cpp":
+        kw = dict(cpp=cell, device="cpu", extra_cflags=flags)
+    else:
+        cuda, cpp = split_cell(cell)
+        if args.cpp is not None:
+            if cpp is not None:
+                raise MagicUsageError("%%cuda: the C++ part comes from --cpp or from below a `// --- cpp ---` line, not both")
+            if args.cpp not in namespace or not isinstance(namespace[args.cpp], str):
+                raise MagicUsageError(f"%%cuda --cpp {args.cpp}: no string variable named {args.cpp!r} in the notebook")
+            cpp = namespace[args.cpp]
+        kw = dict(cuda=cuda, cpp=cpp, device=args.device, extra_cuda_cflags=flags)
+    try:
+        kernel = load_inline(args.name, functions=functions, verbose=args.verbose, force=args.force,
+                             cell_label=f"%%{magic} {args.name}", **kw)
+    except KwbError as e:
+        print(str(e), file=sys.stderr)
+        return None
+    unchanged = namespace.get(args.name) is kernel  # the same build, already loaded here
+    namespace[args.name] = kernel
+    for f in functions:
+        namespace[f] = getattr(kernel, f)
+    status = "cached" if unchanged or not kernel.build.compiled else f"built in {kernel.info.get('build_seconds', 0):.1f} s"
+    return kernel, status
+
+
+def load_ipython_extension(ipython) -> None:
+    from IPython.core.magic import Magics, cell_magic, magics_class
+
+    @magics_class
+    class KwbMagics(Magics):
+        def _run(self, magic: str, line: str, cell: str):
+            try:
+                result = run_cell(magic, line, cell, self.shell.user_ns)
+            except (MagicUsageError, ValueError) as e:
+                print(f"{e}", file=sys.stderr)
+                return None
+            if result is not None:
+                kernel, status = result
+                print(f"{kernel.name} ({kernel.device}): {status}; ops: {', '.join(kernel.ops)}")
+            return None
+
+        @cell_magic
+        def cuda(self, line: str, cell: str):
+            """%%cuda NAME [--functions f,g] [--cpp VAR] [--flags '...'] [-v] [--force]"""
+            return self._run("cuda", line, cell)
+
+        @cell_magic
+        def cpp(self, line: str, cell: str):
+            """%%cpp NAME [--functions f,g] [--flags '...'] [-v] [--force]: CPU C++ with ATen."""
+            return self._run("cpp", line, cell)
+
+    ipython.register_magics(KwbMagics)
