@@ -100,3 +100,10 @@ def test_cuda_cell_with_cpp_from_a_variable_and_bad_variables(ip, capsys):
     ip.user_ns["not_text"] = 3
     ip.run_cell_magic("cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
     assert "no string variable named 'not_text'" in capsys.readouterr().err
+
+
+def test_a_kernel_shows_its_build_in_a_notebook(ip):
+    ip.run_cell_magic("cpp", "mtwice --functions twice", TWICE)
+    text = ip.user_ns["mtwice"]._repr_markdown_()
+    for label in ("| ops | `twice` |", "| key |", "| library |", "| toolchain | torch ", "| build log |"):
+        assert label in text, text

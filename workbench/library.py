@@ -100,6 +100,23 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<kwb kernel {self.name} ({self.device}) ops=[{', '.join(self.ops)}] namespace={self.namespace}>"
 
+    def _repr_markdown_(self) -> str:
+        """A notebook's view of the build: what it is, where it lives, what went into its key."""
+        m = self.build.manifest
+        versions = m.get("config", {}).get("versions", {})
+        how = f"built in {m.get('build_seconds', 0):.1f} s" if self.build.compiled else "loaded from the cache"
+        rows = [("ops", ", ".join(f"`{o}`" for o in self.ops)),
+                ("build", f"{how}; {m.get('warnings', 0)} warnings"),
+                ("key", f"`{self.key[:16]}`"),
+                ("library", f"`{self.library_path}` ({m.get('library_size', 0) / 1024:.0f} KiB)"),
+                ("sources", ", ".join(f"`{Path(p).name}`" for p in m.get("sources", {}))),
+                ("headers", ", ".join(f"`{Path(p).name}`" for p in m.get("headers", {})) or "-"),
+                ("arch", ", ".join(m.get("config", {}).get("archs", [])) or "-"),
+                ("toolchain", f"torch {versions.get('torch')}, CUDA {versions.get('torch_cuda')}, {versions.get('nvcc') or versions.get('cxx')}"),
+                ("build log", f"`{m.get('build_log')}`")]
+        body = "\n".join(f"| {k} | {v} |" for k, v in rows)
+        return f"**{self.name}** ({self.device})\n\n| | |\n|---|---|\n{body}\n"
+
 
 def _import_file(path: Path, module_name: str) -> ModuleType:
     """Import a kernel's ops.py or spec.py under a name of its own build. The module goes into
