@@ -1,6 +1,7 @@
 """The %%cpp and %%cuda cell magics in a real IPython shell: functions bound into the
 namespace, unchanged cells from the cache, edited cells rebuilt, compiler errors shown with
-the cell's line numbers and no traceback, bad magic lines explained."""
+the cell's line numbers and no traceback (and the cell failed, so "Run All" stops there), bad
+magic lines explained."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 IPython = pytest.importorskip("IPython", reason="the magics need IPython (pip install -e '.[notebooks]')")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from workbench.magics import split_cell  # noqa: E402
+from workbench.magics import CellBuildError, split_cell  # noqa: E402
 
 TWICE = "at::Tensor twice(const at::Tensor& x) {\n  return x * 2;\n}\n"
 
@@ -19,6 +20,13 @@ def ip():
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "workbench")
     return shell
+
+
+def run(ip, capsys, magic: str, line: str, cell: str):
+    """Run a magic cell as a notebook does: (the error it raised or None, what it printed)."""
+    result = ip.run_cell(f"%%{magic} {line}\n{cell}")
+    out = capsys.readouterr()
+    return result.error_in_exec, out.out + out.err
 
 
 def test_a_cpp_cell_binds_its_functions_and_an_unchanged_cell_is_a_cache_hit(ip, capsys):
@@ -35,10 +43,11 @@ def test_a_cpp_cell_binds_its_functions_and_an_unchanged_cell_is_a_cache_hit(ip,
     assert torch.equal(ip.user_ns["twice"](x), x * 3)
 
 
-def test_a_compile_error_shows_the_cells_line_and_no_traceback(ip, capsys):
-    ip.run_cell_magic("cpp", "mbad --functions bad", "at::Tensor bad(const at::Tensor& x) {\n  return x * 2\n}\n")
-    err = capsys.readouterr().err
-    assert "<%%cpp mbad>:2:" in err and "error" in err and "Traceback" not in err
+def test_a_compile_error_fails_the_cell_with_the_cells_line_and_no_traceback(ip, capsys):
+    error, shown = run(ip, capsys, "cpp", "mbad --functions bad", "at::Tensor bad(const at::Tensor& x) {\n  return x * 2\n}\n")
+    assert isinstance(error, CellBuildError)
+    # line 3 of the cell as Jupyter numbers it: line 1 is the %%cpp line
+    assert "<%%cpp mbad>:3:" in shown and "error" in shown and "Traceback" not in shown, shown
     assert "bad" not in ip.user_ns
 
 
@@ -48,9 +57,17 @@ def test_a_compile_error_shows_the_cells_line_and_no_traceback(ip, capsys):
     ("x --functions 2bad", "functions must be C++ identifiers"),
 ])
 def test_bad_magic_lines_are_explained(ip, capsys, line, message):
-    ip.run_cell_magic("cpp", line, TWICE)
-    err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    error, shown = run(ip, capsys, "cpp", line, TWICE)
+    assert type(error).__name__ == "UsageError"
+    assert message in shown and "Traceback" not in shown, shown
+
+
+def test_flags_that_start_with_a_dash_reach_the_compiler(ip, capsys):
+    # -DFACTOR=5 changes what the cell computes, so the flag demonstrably reached the compiler
+    cell = "at::Tensor fives(const at::Tensor& x) {\n  return x * FACTOR;\n}\n"
+    error, shown = run(ip, capsys, "cpp", "mflags --functions fives --flags '-DFACTOR=5 -O3'", cell)
+    assert error is None, shown
+    assert torch.equal(ip.user_ns["fives"](torch.ones(3)), torch.full((3,), 5.0))
 
 
 def test_the_cpp_part_of_a_cuda_cell_keeps_its_line_numbers():
@@ -88,18 +105,17 @@ def test_a_cuda_cell_builds_and_its_errors_point_at_the_cell(ip, capsys):
     if torch.cuda.is_available():
         x = torch.randn(1000, device="cuda")
         torch.testing.assert_close(ip.user_ns["square"](x), x * x)
-    ip.run_cell_magic("cuda", "msquare2 --functions square", SQUARE.replace("y[i] = x[i] * x[i];", "y[i] = x[i] * z;"))
-    err = capsys.readouterr().err
-    assert "<%%cuda msquare2>:3:" in err and "Traceback" not in err
-    ip.run_cell_magic("cuda", "msquare3 --functions square", SQUARE.replace("return y;", "return y"))
-    err = capsys.readouterr().err
-    assert "<%%cuda msquare3>:13:" in err, err          # the C++ part: the cell's line 13
+    error, shown = run(ip, capsys, "cuda", "msquare2 --functions square", SQUARE.replace("y[i] = x[i] * x[i];", "y[i] = x[i] * z;"))
+    assert isinstance(error, CellBuildError)
+    assert "<%%cuda msquare2>:4:" in shown and "Traceback" not in shown, shown
+    error, shown = run(ip, capsys, "cuda", "msquare3 --functions square", SQUARE.replace("return y;", "return y"))
+    assert "<%%cuda msquare3>:14:" in shown, shown          # the C++ part: the cell's line 14
 
 
 def test_cuda_cell_with_cpp_from_a_variable_and_bad_variables(ip, capsys):
     ip.user_ns["not_text"] = 3
-    ip.run_cell_magic("cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
-    assert "no string variable named 'not_text'" in capsys.readouterr().err
+    error, shown = run(ip, capsys, "cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
+    assert type(error).__name__ == "UsageError" and "no string variable named 'not_text'" in shown
 
 
 def test_a_kernel_shows_its_build_in_a_notebook(ip):
@@ -107,3 +123,15 @@ def test_a_kernel_shows_its_build_in_a_notebook(ip):
     text = ip.user_ns["mtwice"]._repr_markdown_()
     for label in ("| ops | `twice` |", "| key |", "| library |", "| toolchain | torch ", "| build log |"):
         assert label in text, text
+
+
+def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys, monkeypatch):
+    from workbench import toolchain
+
+    monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
+    monkeypatch.setattr(toolchain, "cuda_unavailable_reason", lambda: "nvcc was not found")
+    ip.user_ns.pop("square", None)
+    error, shown = run(ip, capsys, "cuda", "mskip --functions square", SQUARE)
+    assert error is None, shown
+    assert "%%cuda mskip: skipped on this machine" in shown and "nvcc was not found" in shown
+    assert "square" not in ip.user_ns

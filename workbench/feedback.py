@@ -25,6 +25,14 @@ def console():
     return _console
 
 
+def _live_in_jupyter() -> bool:
+    """rich's live line in Jupyter needs ipywidgets; without it rich warns ("install
+    ipywidgets") and draws nothing, so a notebook gets the plain line instead."""
+    import importlib.util
+
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
 class BuildFeedback:
     def __init__(self, what: str, verbose: bool = False):
         self.what = what
@@ -55,7 +63,7 @@ class BuildFeedback:
             return
         c = console()
         text = f"kwb: building {self.what}: {self.current} ({self.elapsed:.1f} s)"
-        if c.is_terminal or c.is_jupyter:
+        if c.is_terminal or (c.is_jupyter and _live_in_jupyter()):
             if self._status is None:
                 self._status = c.status(text, spinner="dots")
                 self._status.start()

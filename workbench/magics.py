@@ -15,22 +15,30 @@
 Above the `// --- cpp ---` line: CUDA (kernels and launchers over raw pointers; CUDA headers
 only, so an edit recompiles in seconds). Below it: C++ with ATen, the functions the ops are
 made of. `--cpp VAR` takes that C++ from a notebook variable instead. The functions land in
-the notebook's namespace, and NAME holds the Kernel. Compiler errors print as the compiler's
-diagnostics with the cell's line numbers, not as a traceback. An unchanged cell is a cache hit;
-an edited one rebuilds only what changed.
+the notebook's namespace, and NAME holds the Kernel. A failed build stops the cell (and a
+"Run All") with the compiler's diagnostics at the cell's line numbers as its error, and no
+traceback; a bad magic line is a UsageError. An unchanged cell is a cache hit; an edited one
+rebuilds only what changed.
 """
 from __future__ import annotations
 
 import argparse
 import re
 import shlex
-import sys
 
 CPP_MARKER = re.compile(r"^\s*//\s*-+\s*cpp\s*-+\s*$", re.M)
 
 
 class MagicUsageError(ValueError):
     pass
+
+
+class CellBuildError(Exception):
+    """A cell that did not compile. IPython shows what _render_traceback_ returns in place of
+    a traceback: here, the compiler's diagnostics and nothing else."""
+
+    def _render_traceback_(self) -> list[str]:
+        return str(self).splitlines()
 
 
 def _parser(magic: str) -> argparse.ArgumentParser:
@@ -47,8 +55,14 @@ def _parser(magic: str) -> argparse.ArgumentParser:
 
 
 def parse_line(magic: str, line: str) -> argparse.Namespace:
+    words = shlex.split(line)
+    # "--flags '-O3'": argparse takes a value starting with '-' for an option, so join them.
+    for i in range(len(words) - 1):
+        if words[i] == "--flags":
+            words[i:i + 2] = [f"--flags={words[i + 1]}"]
+            break
     try:
-        return _parser(magic).parse_args(shlex.split(line))
+        return _parser(magic).parse_args(words)
     except (argparse.ArgumentError, SystemExit, ValueError) as e:
         usage = _parser(magic).format_usage().strip()
         raise MagicUsageError(f"%%{magic} {line}: {e}\n{usage}") from None
@@ -66,13 +80,22 @@ def split_cell(cell: str) -> tuple[str, str | None]:
 
 def run_cell(magic: str, line: str, cell: str, namespace: dict):
     """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
-    "built in N s" or "cached"), or None after printing why it did not build."""
+    "built in N s" or "cached"), or (None, why) for a %%cuda cell skipped on a machine that can
+    neither build nor run CUDA; raises CellBuildError when it does not build."""
+    from . import toolchain
     from .errors import KwbError
     from .inline import load_inline
 
     args = parse_line(magic, line)
+    if magic == "cuda" and not toolchain.gpu_available():
+        reason = toolchain.cuda_unavailable_reason()
+        if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
+            return None, f"skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
     functions = [f.strip() for f in args.functions.split(",") if f.strip()]
     flags = shlex.split(args.flags)
+    # A blank line stands in for the %%magic line, so line N of a diagnostic is line N of the
+    # cell as Jupyter numbers it (the magic line is its line 1).
+    cell = "\n" + cell
     if magic == "cpp":
         kw = dict(cpp=cell, device="cpu", extra_cflags=flags)
     else:
@@ -88,8 +111,7 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
         kernel = load_inline(args.name, functions=functions, verbose=args.verbose, force=args.force,
                              cell_label=f"%%{magic} {args.name}", **kw)
     except KwbError as e:
-        print(str(e), file=sys.stderr)
-        return None
+        raise CellBuildError(str(e)) from None
     unchanged = namespace.get(args.name) is kernel  # the same build, already loaded here
     namespace[args.name] = kernel
     for f in functions:
@@ -99,20 +121,20 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
 
 
 def load_ipython_extension(ipython) -> None:
+    from IPython.core.error import UsageError
     from IPython.core.magic import Magics, cell_magic, magics_class
 
     @magics_class
     class KwbMagics(Magics):
         def _run(self, magic: str, line: str, cell: str):
             try:
-                result = run_cell(magic, line, cell, self.shell.user_ns)
+                kernel, status = run_cell(magic, line, cell, self.shell.user_ns)
             except (MagicUsageError, ValueError) as e:
-                print(f"{e}", file=sys.stderr)
-                return None
-            if result is not None:
-                kernel, status = result
+                raise UsageError(str(e)) from None
+            if kernel is None:
+                print(f"%%{magic} {line.split()[0]}: {status}")
+            else:
                 print(f"{kernel.name} ({kernel.device}): {status}; ops: {', '.join(kernel.ops)}")
-            return None
 
         @cell_magic
         def cuda(self, line: str, cell: str):

@@ -136,6 +136,36 @@ def pct_of_ceiling(rows: list[dict], numel: int | None = None) -> Figure:
     return fig
 
 
+def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
+    """% of the copy ceiling against size, one panel per (op, dtype), a line per provider:
+    where each implementation starts to be limited by memory rather than by launches."""
+    rows = [r for r in _timed(rows) if (kernel is None or r["kernel"] == kernel)
+            and r["method"] != "cuda_graph" and r.get("pct_of_ceiling") is not None]
+    panels = _groups(rows, "kernel", "op", "dtype")
+    if not panels:
+        raise ValueError(f"no rows with a bytes model{' for kernel ' + repr(kernel) if kernel else ''} to plot")
+    fig = Figure(figsize=(4.6 * min(3, len(panels)), 3.6 * math.ceil(len(panels) / 3) + 0.6), layout="constrained")
+    axes = fig.subplots(math.ceil(len(panels) / 3), min(3, len(panels)), squeeze=False).ravel()
+    order: list[str] = []
+    for ax, ((kern, op, dtype), prow) in zip(axes, panels.items()):
+        for provider, pts in _groups(prow, "provider").items():
+            pts = sorted(pts, key=lambda r: r["numel"])
+            ax.plot([r["numel"] for r in pts], [r["pct_of_ceiling"] for r in pts], marker="o", ms=3.5,
+                    label=provider[0], **_style(provider[0], order))
+        ax.axhline(100, color="black", lw=1, ls="--")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, max(110, 1.05 * max(r["pct_of_ceiling"] for r in prow)))
+        ax.set_title(f"{op} · {dtype}", fontsize=10)
+        ax.set_xlabel("elements")
+        ax.set_ylabel("% of the copy ceiling")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"Bandwidth against size (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s)\n{env_title(rows)}", fontsize=10)
+    return fig
+
+
 def speedup(rows: list[dict]) -> Figure:
     """kwb's speedup over eager PyTorch and over torch.compile against size, a line per
     (op, dtype); above 1 is faster."""

@@ -1,0 +1,195 @@
+"""What the walkthrough notebooks (notebooks/) show beside kwb's own reports: the machine a
+run is on, a kernel's source with highlighting, and the memory traffic and launches an op
+costs, eager against fused.
+
+    from workbench import notebook as nb
+    dev = nb.device(); nb.banner(dev)                       # says when timings are CPU timings
+    nb.source(k, "relu_scale.cu", match="struct ReluScale") # one block of a file, highlighted
+    nb.traffic(lambda x: torch.relu(x) * 1.5, x)            # the ATen ops run, bytes each moves
+    nb.why_fuse({"eager": nb.traffic(ref, x), "kwb": nb.traffic(k.relu_scale, x, 1.5)}, 3.0e12)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+LANGUAGES = {".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".py": "python", ".md": "markdown"}
+
+
+class Markdown(str):
+    """A string a notebook renders as Markdown (and a terminal prints as it is)."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def device() -> str:
+    """"cuda" where a GPU is visible, else "cpu": the notebooks run either way."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def banner(dev: str) -> Markdown:
+    """One line naming the machine, and on a CPU saying what the numbers below are."""
+    from .results import environment
+
+    env = environment(dev)
+    if dev == "cuda":
+        return Markdown(f"**Running on {env.device_name}** (torch {env.torch}, CUDA {env.cuda}). "
+                        "Timings below are GPU times per call (CUDA events, L2 flushed, median).")
+    return Markdown(f"**CPU run: no GPU here** ({env.device_name}, torch {env.torch}). Every op below runs its "
+                    "CPU implementation, and **every timing below is a CPU timing** (kwb's C++ loop against "
+                    "eager PyTorch and torch.compile on this CPU), not a GPU number. The committed notebook "
+                    "shows the H100 run.")
+
+
+@dataclass
+class Source:
+    """Lines of a source file, shown highlighted in a notebook."""
+    path: Path
+    first: int  # 1-based number of the first line shown
+    text: str
+
+    @property
+    def last(self) -> int:
+        return self.first + self.text.count("\n")
+
+    def _repr_markdown_(self) -> str:
+        lang = LANGUAGES.get(self.path.suffix, "")
+        where = f"`{self.path.parent.name}/{self.path.name}`, lines {self.first}-{self.last}"
+        return f"{where}\n\n```{lang}\n{self.text}\n```"
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"{self.path.name}:{self.first}-{self.last}\n{self.text}"
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """Index of the line closing the first brace block opened at or after `start` (or the line
+    ending the statement, for a declaration without a body)."""
+    depth, opened = 0, False
+    for i in range(start, len(lines)):
+        code = re.sub(r"//.*", "", lines[i])
+        for ch in code:
+            if ch == "{":
+                depth, opened = depth + 1, True
+            elif ch == "}":
+                depth -= 1
+        if opened and depth <= 0:
+            return i
+        if not opened and code.rstrip().endswith(";"):
+            return i
+    return len(lines) - 1
+
+
+def source(kernel, file: str, match: str | None = None, lines: tuple[int, int] | None = None,
+           before: int = 0) -> Source:
+    """A file of a kernel (a loaded Kernel, a kernel folder, or "common" for kernels/common),
+    whole, or `lines` (first, last; 1-based), or the block that starts on the first line
+    containing `match` (through its closing brace), with `before` lines above it."""
+    if kernel == "common":
+        from .sources import kernels_dir
+
+        folder = kernels_dir() / "common"
+    else:
+        folder = Path(getattr(kernel, "folder", kernel))
+    path = folder / file
+    if not path.is_file():
+        raise FileNotFoundError(f"file: {path} does not exist")
+    all_lines = path.read_text().splitlines()
+    if lines is not None:
+        a, b = lines
+        if not 1 <= a <= b <= len(all_lines):
+            raise ValueError(f"lines: need 1 <= first <= last <= {len(all_lines)} for {path.name}, got {lines}")
+        return Source(path, a, "\n".join(all_lines[a - 1:b]))
+    if match is None:
+        return Source(path, 1, "\n".join(all_lines))
+    hits = [i for i, text in enumerate(all_lines) if match in text]
+    if not hits:
+        raise ValueError(f"match: no line of {path.name} contains {match!r}")
+    start = max(0, hits[0] - before)
+    end = _block_end(all_lines, hits[0])
+    return Source(path, start + 1, "\n".join(all_lines[start:end + 1]))
+
+
+@dataclass
+class Traffic:
+    """The ATen (or custom) ops one call ran, and the bytes each moves if it reads each tensor
+    argument once and writes each output once: the floor of its memory traffic."""
+    ops: list[tuple[str, int, int]] = field(default_factory=list)  # (op, bytes read, bytes written)
+
+    @property
+    def launches(self) -> int:
+        return len(self.ops)
+
+    @property
+    def bytes(self) -> int:
+        return sum(r + w for _, r, w in self.ops)
+
+    def _repr_markdown_(self) -> str:
+        rows = "\n".join(f"| `{op}` | {r / 1e6:,.1f} | {w / 1e6:,.1f} |" for op, r, w in self.ops)
+        return (f"| op | MB read | MB written |\n|---|---:|---:|\n{rows}\n"
+                f"| **{self.launches} ops** | | **{self.bytes / 1e6:,.1f} MB in all** |\n")
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{op}: {r / 1e6:,.1f} MB read, {w / 1e6:,.1f} MB written" for op, r, w in self.ops) + \
+            f"\n{self.launches} ops, {self.bytes / 1e6:,.1f} MB in all"
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def traffic(fn, *args, **kwargs) -> Traffic:
+    """Run fn(*args) once and record every op that reached a device kernel, with the bytes it
+    reads and writes. Views (reshape, transpose, ...) move nothing and are left out; on a GPU
+    each op left is at least one kernel launch."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    record = Traffic()
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, a=(), kw=None):
+            out = func(*a, **(kw or {}))
+            if not getattr(func, "is_view", False) and func.name() not in ("aten::detach", "aten::lift_fresh"):
+                read = sum(t.nbytes for t in _tensors((a, kw)) if t.dim() > 0)
+                written = sum(t.nbytes for t in _tensors(out))
+                record.ops.append((func.name().split("::")[-1], read, written))
+            return out
+
+    with torch.no_grad(), _Record():
+        fn(*args, **kwargs)
+    return record
+
+
+def why_fuse(traffics: dict[str, Traffic], ceiling: float) -> Markdown:
+    """A table: for each way of computing one thing, its ops, its bytes, and the time those
+    bytes take at `ceiling` bytes/s (the copy ceiling a bench run measured): the time no
+    implementation moving those bytes can beat."""
+    lines = ["| | ops (launches) | bytes moved | at the copy ceiling |", "|---|---:|---:|---:|"]
+    for name, t in traffics.items():
+        lines.append(f"| {name} | {t.launches} | {t.bytes / 1e6:,.1f} MB | {t.bytes / ceiling * 1e6:,.1f} us |")
+    return Markdown("\n".join(lines) + f"\n\nCopy ceiling: {ceiling / 1e9:,.0f} GB/s, measured on this machine.")
+
+
+def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
+    """How many CUDA kernels one call of fn launches (torch.profiler), or None without a GPU."""
+    if not torch.cuda.is_available():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(*args, **kwargs)  # first call outside: lazy init and autotuning are not the op's launches
+    torch.cuda.synchronize()
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args, **kwargs)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
