@@ -193,3 +193,17 @@ def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
         fn(*args, **kwargs)
         torch.cuda.synchronize()
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def fusion(kernel, op: str, shape: tuple, dtype: torch.dtype, dev: str, ceiling: float, seed: int = 0) -> Markdown:
+    """why_fuse for one op of a loaded kernel: its spec's reference (the PyTorch a person would
+    write) against the kernel's op, on the spec's inputs of `shape`, priced at `ceiling`."""
+    from .correctness import select_ops
+
+    (entry,) = select_ops(kernel.spec.SPEC, [op], kernel.name)
+    gen = torch.Generator().manual_seed(seed)
+    args = entry.make_inputs(shape, dtype, dev, gen)
+    table = why_fuse({"eager (the reference as written)": traffic(entry.reference, *args),
+                      f"kwb: `{entry.calls or entry.name}`": traffic(getattr(kernel, entry.calls or entry.name), *args)},
+                     ceiling)
+    return Markdown(f"{op}, {dtype}, shape {tuple(shape)}:\n\n{table}")
