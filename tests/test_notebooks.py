@@ -55,7 +55,7 @@ def test_a_notebook_runs_top_to_bottom_here(path, tmp_path):
         assert "every timing below is a CPU timing" in text
     if path.stem != "00_workflow":
         pngs = [o for o in outputs(nb) if "image/png" in o.get("data", {})]
-        assert len(pngs) >= 3, f"{path.name}: {len(pngs)} plots (error plot, latency, bandwidth expected)"
+        assert len(pngs) >= 2, f"{path.name}: {len(pngs)} plots (an error plot and a latency plot at least)"
         assert "all passed" in text, "the notebook's check did not pass"
 
 
