@@ -7,7 +7,7 @@
         <stem>.so                finished libraries, immutable, named by their build key
         <stem>.json              the manifest, written last: its presence means the .so is whole
         <stem>.loaded            empty; its mtime is the last time a process loaded <stem>.so
-        inline/<hash>/           load_inline sources, one folder per distinct source text
+        inline/<part>-<hash>/    load_inline sources, one folder per distinct text of a part (cpp, cu)
 
     <stem> = <name>.<device>.<base[:12]>.<key[:12]>
 

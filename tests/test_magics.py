@@ -135,3 +135,19 @@ def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys,
     assert error is None, shown
     assert "%%cuda mskip: skipped on this machine" in shown and "nvcc was not found" in shown
     assert "square" not in ip.user_ns
+
+
+@pytest.mark.nvcc
+def test_editing_the_cuda_part_of_a_cell_recompiles_only_the_cu(ip, capsys):
+    from cache_tools import layout
+
+    error, shown = run(ip, capsys, "cuda", "medit --functions square", SQUARE)
+    assert error is None, shown
+    error, shown = run(ip, capsys, "cuda", "medit --functions square", SQUARE.replace("x[i] * x[i];", "x[i] * x[i] * 2.f;"))
+    assert error is None and "medit (cuda): built" in shown, shown
+    kernel = ip.user_ns["medit"]
+    log = (layout.build_dir(kernel.library_path.parent, "cuda") / "build.log").read_text()
+    assert "NVCC medit_kernels.cu" in log and "CXX" not in log, log     # the binding .cpp was left alone
+    if torch.cuda.is_available():
+        x = torch.randn(100, device="cuda")
+        torch.testing.assert_close(ip.user_ns["square"](x), x * x * 2)
