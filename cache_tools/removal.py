@@ -331,7 +331,7 @@ def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: 
                 continue
             freed_parts = sum(r.bytes for r in parts if r.entry is e)
             parts = [r for r in parts if r.entry is not e]
-            whole[e.path] = Removal(e, None, e.size, f"least recently used, over --max-size")
+            whole[e.path] = Removal(e, None, e.size, "least recently used, over --max-size")
             removed.add(id(e))
             left -= e.size - freed_parts
     return list(whole.values()) + parts

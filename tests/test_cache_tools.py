@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cache_tools import api, layout, removal, states
+from cache_tools import api, layout, removal
 from cache_tools.cli import cache as cache_cli
 from conftest import write_tiny_kernel
 

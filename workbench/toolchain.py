@@ -8,7 +8,6 @@ instead of running `--version` in every process.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import shutil
@@ -21,7 +20,6 @@ import torch
 
 from . import notices
 from .errors import ToolchainError
-from cache_tools.fsutil import atomic_write_text
 from cache_tools.tool_versions import _ident, _load_version_cache, _save_version_cache, tool_version  # noqa: F401  (re-exported)
 
 DEFAULT_ARCH = "9.0"  # the H100, the GPU kwb is tuned and measured on
