@@ -59,7 +59,21 @@ def test_a_compile_error_fails_the_cell_with_the_cells_line_and_no_traceback(ip,
 def test_bad_magic_lines_are_explained(ip, capsys, line, message):
     error, shown = run(ip, capsys, "cpp", line, TWICE)
     assert type(error).__name__ == "UsageError"
-    assert message in shown and "Traceback" not in shown, shown
+    assert message in str(error) and "Traceback" not in shown, shown
+
+
+def test_the_kernels_name_cannot_be_one_of_its_functions(ip, capsys):
+    error, shown = run(ip, capsys, "cpp", "twice --functions twice", TWICE)
+    assert type(error).__name__ == "UsageError" and "must differ from the functions' names" in str(error)
+
+
+def test_a_reverted_cell_is_cached_not_built(ip, capsys):
+    for body, expect in ((TWICE, None), (TWICE.replace("x * 2", "x * 4"), "built"), (TWICE, "cached")):
+        error, shown = run(ip, capsys, "cpp", "mrevert --functions twice", body)
+        assert error is None, shown
+        if expect:
+            assert f"mrevert (cpu): {expect}" in shown, shown
+    assert torch.equal(ip.user_ns["twice"](torch.ones(2)), torch.full((2,), 2.0))
 
 
 def test_flags_that_start_with_a_dash_reach_the_compiler(ip, capsys):
@@ -72,10 +86,10 @@ def test_flags_that_start_with_a_dash_reach_the_compiler(ip, capsys):
 
 def test_the_cpp_part_of_a_cuda_cell_keeps_its_line_numbers():
     cell = "__global__ void k() {}\nvoid launch() {}\n// --- cpp ---\nat::Tensor f(const at::Tensor& x) {\n  return x;\n}\n"
-    cuda, cpp = split_cell(cell)
+    cuda, cpp, first = split_cell(cell)
     assert cuda == "__global__ void k() {}\nvoid launch() {}\n"
-    assert cpp.split("\n")[3] == "at::Tensor f(const at::Tensor& x) {"   # cell line 4 is line 4
-    assert split_cell("only cuda\n") == ("only cuda\n", None)
+    assert cpp.startswith("at::Tensor f(const at::Tensor& x) {") and first == 4   # the cell's line 4
+    assert split_cell("only cuda\n") == ("only cuda\n", None, 0)
 
 
 SQUARE = """\
@@ -112,10 +126,25 @@ def test_a_cuda_cell_builds_and_its_errors_point_at_the_cell(ip, capsys):
     assert "<%%cuda msquare3>:14:" in shown, shown          # the C++ part: the cell's line 14
 
 
-def test_cuda_cell_with_cpp_from_a_variable_and_bad_variables(ip, capsys):
+def test_cuda_cell_with_bad_cpp_variables(ip, capsys):
     ip.user_ns["not_text"] = 3
     error, shown = run(ip, capsys, "cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
-    assert type(error).__name__ == "UsageError" and "no string variable named 'not_text'" in shown
+    assert type(error).__name__ == "UsageError" and "no string variable named 'not_text'" in str(error)
+    ip.user_ns["text"] = "at::Tensor f(const at::Tensor& x) { return x; }\n"
+    error, shown = run(ip, capsys, "cuda", "mv --functions f --cpp text", SQUARE)
+    assert type(error).__name__ == "UsageError" and "not both" in str(error)
+
+
+@pytest.mark.nvcc
+def test_cuda_cell_with_its_cpp_from_a_variable(ip, capsys):
+    cuda, cpp, _ = split_cell(SQUARE)
+    ip.user_ns["square_cpp"] = cpp.replace("return y;", "return y")          # line 5 of the variable
+    error, shown = run(ip, capsys, "cuda", "mvar --functions square --cpp square_cpp", cuda)
+    assert "<%%cuda mvar: the C++ in square_cpp>:5:" in shown, shown
+    ip.user_ns["square_cpp"] = cpp
+    error, shown = run(ip, capsys, "cuda", "mvar --functions square --cpp square_cpp --flags '-DUNUSED=1'", cuda)
+    assert error is None and "mvar (cuda): built" in shown, shown
+    assert "-DUNUSED=1" in ip.user_ns["mvar"].info["config"]["cflags"]        # --flags reach the C++ part too
 
 
 def test_a_kernel_shows_its_build_in_a_notebook(ip):
@@ -131,7 +160,7 @@ def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys,
     monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
     monkeypatch.setattr(toolchain, "cuda_unavailable_reason", lambda: "nvcc was not found")
     ip.user_ns.pop("square", None)
-    error, shown = run(ip, capsys, "cuda", "mskip --functions square", SQUARE)
+    error, shown = run(ip, capsys, "cuda", "--functions square mskip", SQUARE)
     assert error is None, shown
     assert "%%cuda mskip: skipped on this machine" in shown and "nvcc was not found" in shown
     assert "square" not in ip.user_ns
@@ -143,7 +172,9 @@ def test_editing_the_cuda_part_of_a_cell_recompiles_only_the_cu(ip, capsys):
 
     error, shown = run(ip, capsys, "cuda", "medit --functions square", SQUARE)
     assert error is None, shown
-    error, shown = run(ip, capsys, "cuda", "medit --functions square", SQUARE.replace("x[i] * x[i];", "x[i] * x[i] * 2.f;"))
+    # an added line moves the C++ part down the cell: its text, and so its object, stay the same
+    edited = SQUARE.replace("x[i] * x[i];", "x[i] * x[i] * 2.f;\n  // doubled")
+    error, shown = run(ip, capsys, "cuda", "medit --functions square", edited)
     assert error is None and "medit (cuda): built" in shown, shown
     kernel = ip.user_ns["medit"]
     log = (layout.build_dir(kernel.library_path.parent, "cuda") / "build.log").read_text()

@@ -31,10 +31,12 @@ class Diagnostic:
     column: int | None = None
     source_line: str | None = None  # the offending line of the user's file
 
-    def render(self, display_path: str | None = None) -> str:
-        where = display_path or self.file
+    def render(self, display: tuple[str, int] | None = None) -> str:
+        """display: (what to call the file, the number its first line has there), for sources
+        the user wrote somewhere else (a string, a notebook cell)."""
+        where, first = display if display else (self.file, 1)
         if where and self.line:
-            head = f"{where}:{self.line}:{self.column or 1}: {self.severity}: {self.message}"
+            head = f"{where}:{self.line + first - 1}:{self.column or 1}: {self.severity}: {self.message}"
         elif where:
             head = f"{where}: {self.severity}: {self.message}"
         else:
@@ -57,7 +59,7 @@ class BuildError(KwbError, RuntimeError):
     diagnostics: list[Diagnostic] = field(default_factory=list)
     log_path: str | None = None
     tail: str = ""  # the failing command's last lines, when no diagnostic could be parsed
-    display_paths: dict[str, str] = field(default_factory=dict)
+    display_paths: dict[str, tuple[str, int]] = field(default_factory=dict)  # file -> (label, first line)
     max_shown: int = 10
 
     def __post_init__(self) -> None:

@@ -49,7 +49,8 @@ def _write_once(path: Path, text: str) -> None:
 
 def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, functions: list[str] | None = None, *,
                 device=None, verbose: bool = False, force: bool = False, cuda_includes_torch: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cell_label: str | None = None) -> Kernel:
+                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
+                labels: dict[str, tuple[str, int]] | None = None) -> Kernel:
     """Compile C++/CUDA source strings into ops and load them.
 
     name: a name for the cache entry and the ops' namespace.
@@ -60,7 +61,8 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         ATen, kwb_checks.h and kwb::current_stream(). Declare here what it calls in `cuda`.
     functions: names of functions in `cpp` to expose as ops (k.<name>(...)).
     device: "cuda", "cpu" or None ("cuda" when `cuda` is given).
-    cell_label: what diagnostics call the sources (the %%cuda magic passes "%%cuda NAME").
+    labels: what diagnostics call each part and the line its first line is, {"cuda": (label,
+        first line), "cpp": ...}; the %%cuda magic passes ("%%cuda NAME", the cell's line).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"load_inline: name must be a non-empty string, got {name!r}")
@@ -98,7 +100,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
 
     cpp_sources: list[Path] = []
     cuda_sources: list[Path] = []
-    display: dict[str, str] = {}
+    display: dict[str, tuple[str, int]] = {}
     folders: list[Path] = []
     if cpp is not None:
         folder = part_folder("cpp", cpp, functions)
@@ -112,7 +114,8 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         wrapped = folder / f"{ident}_bindings.cpp"
         _write_once(wrapped, wrapper)
         cpp_sources.append(wrapped)
-        display[str(user)] = f"<{cell_label}>" if cell_label else f"<load_inline {name!r} cpp>"
+        label, first = (labels or {}).get("cpp", (f"load_inline {name!r} cpp", 1))
+        display[str(user)] = (f"<{label}>", first)
     if cuda is not None:
         folder = part_folder("cu", cuda, cuda_includes_torch)
         folders.append(folder)
@@ -122,7 +125,8 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
         wrapped = folder / f"{ident}_kernels.cu"
         _write_once(wrapped, f'{prelude}#include "kwb_inline.cuh"\n#include "{user.name}"\n')
         cuda_sources.append(wrapped)
-        display[str(user)] = f"<{cell_label}>" if cell_label else f"<load_inline {name!r} cuda>"
+        label, first = (labels or {}).get("cuda", (f"load_inline {name!r} cuda", 1))
+        display[str(user)] = (f"<{label}>", first)
 
     # Each wrapper finds its user file beside it ("..." includes), so no part's folder is an
     # include path: another part's edit must not change this part's compile command.

@@ -118,6 +118,12 @@ class Kernel:
         return f"**{self.name}** ({self.device})\n\n| | |\n|---|---|\n{body}\n"
 
 
+def loaded_kernels() -> list["Kernel"]:
+    """Every kernel loaded in this process so far."""
+    with _lock:
+        return list(_loaded.values())
+
+
 def _import_file(path: Path, module_name: str) -> ModuleType:
     """Import a kernel's ops.py or spec.py under a name of its own build. The module goes into
     sys.modules (the importlib recipe): tools that find a function's globals through its

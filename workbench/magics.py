@@ -2,14 +2,14 @@
 
     %load_ext workbench
 
-    %%cuda square --functions square
+    %%cuda square_kernels --functions square
     __global__ void square_kernel(const float* x, float* y, int64_t n) { ... }
     void square_launch(const float* x, float* y, int64_t n, cudaStream_t s) { ... }
     // --- cpp ---
     void square_launch(const float* x, float* y, int64_t n, cudaStream_t s);
     at::Tensor square(const at::Tensor& x) { ... }
 
-    %%cpp twice --functions twice
+    %%cpp twice_kernels --functions twice
     at::Tensor twice(const at::Tensor& x) { return x * 2; }
 
 Above the `// --- cpp ---` line: CUDA (kernels and launchers over raw pointers; CUDA headers
@@ -41,13 +41,20 @@ class CellBuildError(Exception):
         return str(self).splitlines()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing and exiting (exit_on_error=False still exits on
+    a missing or unknown argument in Python 3.11)."""
+
+    def error(self, message: str):
+        raise MagicUsageError(message)
+
+
 def _parser(magic: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"%%{magic}", add_help=False, exit_on_error=False)
+    p = _Parser(prog=f"%%{magic}", add_help=False)
     p.add_argument("name")
     p.add_argument("--functions", default="", help="comma-separated C++ functions to expose as ops")
     if magic == "cuda":
         p.add_argument("--cpp", default=None, help="a notebook variable holding the C++ part")
-        p.add_argument("--device", default="cuda", choices=["cuda"])
     p.add_argument("--flags", default="", help="extra compiler flags, quoted: --flags '-DN=4 -O2'")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--force", action="store_true")
@@ -62,20 +69,24 @@ def parse_line(magic: str, line: str) -> argparse.Namespace:
             words[i:i + 2] = [f"--flags={words[i + 1]}"]
             break
     try:
-        return _parser(magic).parse_args(words)
-    except (argparse.ArgumentError, SystemExit, ValueError) as e:
-        usage = _parser(magic).format_usage().strip()
-        raise MagicUsageError(f"%%{magic} {line}: {e}\n{usage}") from None
+        args = _parser(magic).parse_args(words)
+    except MagicUsageError as e:
+        raise MagicUsageError(f"%%{magic} {line}: {e}\n{_parser(magic).format_usage().strip()}") from None
+    args.functions = [f.strip() for f in args.functions.split(",") if f.strip()]
+    if args.name in args.functions:
+        raise MagicUsageError(f"%%{magic} {line}: NAME ({args.name!r}) holds the kernel, so it must differ from the "
+                              f"functions' names; try {args.name + '_kernels'!r}")
+    return args
 
 
-def split_cell(cell: str) -> tuple[str, str | None]:
-    """(cuda, cpp): the cell split at its `// --- cpp ---` line. The C++ part keeps its lines'
-    numbers in the cell (blank lines stand in for the CUDA part), so diagnostics match."""
+def split_cell(cell: str) -> tuple[str, str | None, int]:
+    """(cuda, cpp, first): the cell split at its `// --- cpp ---` line, and the number of the
+    cell line the C++ part starts on (1-based; the cell's text, without the %%magic line)."""
     m = CPP_MARKER.search(cell)
     if not m:
-        return cell, None
-    # cell[m.end():] starts with the marker line's newline: k - 1 more put line k + 1 at k + 1
-    return cell[: m.start()], "\n" * cell[: m.end()].count("\n") + cell[m.end():]
+        return cell, None, 0
+    first = cell[: m.end()].count("\n") + 2  # the line after the marker's
+    return cell[: m.start()], cell[m.end():].removeprefix("\n"), first
 
 
 def run_cell(magic: str, line: str, cell: str, namespace: dict):
@@ -85,38 +96,40 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
     from . import toolchain
     from .errors import KwbError
     from .inline import load_inline
+    from .library import loaded_kernels
 
     args = parse_line(magic, line)
-    if magic == "cuda" and not toolchain.gpu_available():
-        reason = toolchain.cuda_unavailable_reason()
-        if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
-            return None, f"skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
-    functions = [f.strip() for f in args.functions.split(",") if f.strip()]
     flags = shlex.split(args.flags)
-    # A blank line stands in for the %%magic line, so line N of a diagnostic is line N of the
-    # cell as Jupyter numbers it (the magic line is its line 1).
-    cell = "\n" + cell
+    label = f"%%{magic} {args.name}"
+    # Line N of a diagnostic is line N of the cell as Jupyter numbers it: the %%magic line is 1.
     if magic == "cpp":
-        kw = dict(cpp=cell, device="cpu", extra_cflags=flags)
+        kw = dict(cpp=cell, device="cpu", extra_cflags=flags, labels={"cpp": (label, 2)})
     else:
-        cuda, cpp = split_cell(cell)
+        cuda, cpp, first = split_cell(cell)
+        labels = {"cuda": (label, 2), "cpp": (label, first + 1)}
         if args.cpp is not None:
             if cpp is not None:
                 raise MagicUsageError("%%cuda: the C++ part comes from --cpp or from below a `// --- cpp ---` line, not both")
             if args.cpp not in namespace or not isinstance(namespace[args.cpp], str):
                 raise MagicUsageError(f"%%cuda --cpp {args.cpp}: no string variable named {args.cpp!r} in the notebook")
-            cpp = namespace[args.cpp]
-        kw = dict(cuda=cuda, cpp=cpp, device=args.device, extra_cuda_cflags=flags)
+            cpp, labels["cpp"] = namespace[args.cpp], (f"{label}: the C++ in {args.cpp}", 1)
+        if not toolchain.gpu_available():
+            reason = toolchain.cuda_unavailable_reason()
+            if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
+                return None, f"skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
+        # --flags reach both compilers: a -DN=4 must mean the same above and below the line
+        kw = dict(cuda=cuda, cpp=cpp, device="cuda", extra_cflags=flags, extra_cuda_cflags=flags, labels=labels)
+    seen = {id(k) for k in loaded_kernels()}
     try:
-        kernel = load_inline(args.name, functions=functions, verbose=args.verbose, force=args.force,
-                             cell_label=f"%%{magic} {args.name}", **kw)
+        kernel = load_inline(args.name, functions=args.functions, verbose=args.verbose, force=args.force, **kw)
     except KwbError as e:
         raise CellBuildError(str(e)) from None
-    unchanged = namespace.get(args.name) is kernel  # the same build, already loaded here
     namespace[args.name] = kernel
-    for f in functions:
+    for f in args.functions:
         namespace[f] = getattr(kernel, f)
-    status = "cached" if unchanged or not kernel.build.compiled else f"built in {kernel.info.get('build_seconds', 0):.1f} s"
+    # cached: loaded before in this process (an unchanged or reverted cell), or from the disk cache
+    compiled_now = kernel.build.compiled and id(kernel) not in seen
+    status = f"built in {kernel.info.get('build_seconds', 0):.1f} s" if compiled_now else "cached"
     return kernel, status
 
 
@@ -129,10 +142,10 @@ def load_ipython_extension(ipython) -> None:
         def _run(self, magic: str, line: str, cell: str):
             try:
                 kernel, status = run_cell(magic, line, cell, self.shell.user_ns)
-            except (MagicUsageError, ValueError) as e:
+            except ValueError as e:  # MagicUsageError, and load_inline's checks of names and functions
                 raise UsageError(str(e)) from None
             if kernel is None:
-                print(f"%%{magic} {line.split()[0]}: {status}")
+                print(f"%%{magic} {parse_line(magic, line).name}: {status}")
             else:
                 print(f"{kernel.name} ({kernel.device}): {status}; ops: {', '.join(kernel.ops)}")
 

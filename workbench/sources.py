@@ -59,7 +59,8 @@ class KernelSource:
     cuda_sources: list[Path]
     include_dirs: list[Path]
     kind: str = "kernel"  # or "inline"
-    display_paths: dict[str, str] = field(default_factory=dict)  # cache path -> what the user wrote
+    # cache path -> (what the user calls it, the line number its first line has there)
+    display_paths: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def ops_file(self) -> Path | None:
