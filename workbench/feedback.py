@@ -6,6 +6,7 @@ line; verbose=True also echoes every command.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -25,6 +26,7 @@ def console():
     return _console
 
 
+@functools.cache
 def _live_in_jupyter() -> bool:
     """rich's live line in Jupyter needs ipywidgets; without it rich warns ("install
     ipywidgets") and draws nothing, so a notebook gets the plain line instead."""

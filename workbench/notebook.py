@@ -31,8 +31,11 @@ class Markdown(str):
 
 
 def device() -> str:
-    """"cuda" where a GPU is visible, else "cpu": the notebooks run either way."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """"cuda" where kwb builds for a GPU (one is visible, and nvcc is there), else "cpu": what
+    wb.load picks, so a notebook's inputs land where its kernels run."""
+    from .loader import resolve_device
+
+    return resolve_device(None, "the notebook's kernels")
 
 
 def banner(dev: str) -> Markdown:
@@ -72,20 +75,25 @@ class Source:
         return f"{self.path.name}:{self.first}-{self.last}\n{self.text}"
 
 
+_CODE_NOISE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//[^\n]*', re.S)
+
+
 def _block_end(lines: list[str], start: int) -> int:
     """Index of the line closing the first brace block opened at or after `start` (or the line
-    ending the statement, for a declaration without a body)."""
+    ending the statement, for a declaration without a body). Braces in comments and in string
+    and character literals do not count."""
+    text = "\n".join(lines[start:])
+    code = _CODE_NOISE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text).split("\n")
     depth, opened = 0, False
-    for i in range(start, len(lines)):
-        code = re.sub(r"//.*", "", lines[i])
-        for ch in code:
+    for i, line in enumerate(code, start):
+        for ch in line:
             if ch == "{":
                 depth, opened = depth + 1, True
             elif ch == "}":
                 depth -= 1
         if opened and depth <= 0:
             return i
-        if not opened and code.rstrip().endswith(";"):
+        if not opened and line.rstrip().endswith(";"):
             return i
     return len(lines) - 1
 
@@ -123,7 +131,8 @@ def source(kernel, file: str, match: str | None = None, lines: tuple[int, int] |
 @dataclass
 class Traffic:
     """The ATen (or custom) ops one call ran, and the bytes each moves if it reads each tensor
-    argument once and writes each output once: the floor of its memory traffic."""
+    it is given once and writes each output once: a model of memory traffic (an op that
+    re-reads its input, as a GEMM does, moves more)."""
     ops: list[tuple[str, int, int]] = field(default_factory=list)  # (op, bytes read, bytes written)
 
     @property
@@ -150,21 +159,48 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
+# Ops that move no data: views under other names, and allocations (empty*: nothing written).
+_NO_TRAFFIC = {"aten::detach", "aten::lift_fresh", "aten::_unsafe_view", "aten::alias",
+               "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided"}
+
+
+def _unique_bytes(tensors) -> int:
+    """Bytes of distinct memory: a tensor passed twice (x * x) is read once, and a broadcast
+    view (expand) is its storage, not its shape."""
+    seen: dict[tuple, int] = {}
+    for t in tensors:
+        if t.dim() == 0 or t.device.type == "meta":
+            continue  # 0-dim: a scalar operand
+        span = min(t.nbytes, t.untyped_storage().nbytes())
+        key = (t.untyped_storage().data_ptr(), t.storage_offset())
+        seen[key] = max(seen.get(key, 0), span)
+    return sum(seen.values())
+
+
 def traffic(fn, *args, **kwargs) -> Traffic:
     """Run fn(*args) once and record every op that reached a device kernel, with the bytes it
-    reads and writes. Views (reshape, transpose, ...) move nothing and are left out; on a GPU
-    each op left is at least one kernel launch."""
+    reads and writes. Views (reshape, transpose, ...) and allocations move nothing and are left
+    out; on a GPU each op left is at least one kernel launch."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     record = Traffic()
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, a=(), kw=None):
-            out = func(*a, **(kw or {}))
-            if not getattr(func, "is_view", False) and func.name() not in ("aten::detach", "aten::lift_fresh"):
-                read = sum(t.nbytes for t in _tensors((a, kw)) if t.dim() > 0)
-                written = sum(t.nbytes for t in _tensors(out))
-                record.ops.append((func.name().split("::")[-1], read, written))
+            kw = kw or {}
+            out = func(*a, **kw)
+            if getattr(func, "is_view", False) or func.name() in _NO_TRAFFIC:
+                return out
+            # arguments the op writes are outputs; an in-place op (relu_) also reads what it
+            # writes, an out= argument and copy_'s destination are only written
+            schema = func._schema.arguments
+            written = {arg.name for arg in schema if arg.alias_info is not None and arg.alias_info.is_write}
+            write_only = {arg.name for arg in schema if arg.name in written and (getattr(arg, "is_out", False) or func.name() == "aten::copy_")}
+            given = dict(zip([arg.name for arg in schema], a), **kw)
+            inputs = [v for n, v in given.items() if n not in write_only]
+            outputs = [v for n, v in given.items() if n in written] + [out]
+            record.ops.append((func.name().split("::")[-1], _unique_bytes(_tensors(inputs)),
+                               _unique_bytes(_tensors(outputs))))
             return out
 
     with torch.no_grad(), _Record():
@@ -188,7 +224,8 @@ def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
         return None
     from torch.profiler import ProfilerActivity, profile
 
-    fn(*args, **kwargs)  # first call outside: lazy init and autotuning are not the op's launches
+    with torch.no_grad():  # as the profiled call: torch.compile guards on grad mode
+        fn(*args, **kwargs)  # first call outside: lazy init and autotuning are not the op's launches
     torch.cuda.synchronize()
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
         warnings.simplefilter("ignore", UserWarning)
