@@ -1,13 +1,15 @@
 """Execute the walkthrough notebooks top to bottom (nbclient), on whatever device is here.
 
     python notebooks/run.py                      # every notebook, outputs written back in place
-    python notebooks/run.py relu_scale softmax   # some of them (a name, or a name's start)
+    python notebooks/run.py relu_scale 08 soft   # some: a name, its number, or the start of its name
     python notebooks/run.py --out /tmp/nb        # executed copies elsewhere; the originals stay
 
 The committed notebooks carry the outputs of a run on the H100 (notebooks/README.md says
 which); run this on a GPU machine to regenerate them. On a machine without a GPU the notebooks
 run their CPU paths and say that their timings are CPU timings. Exit status 1 when a cell
-raised: the notebook, the cell and the error are printed.
+raised, timed out or the kernel died: the notebook, the cell and the error are printed, the
+other notebooks still run, and the failed run is written beside the notebook as
+NAME.failed.ipynb (in place) so the committed outputs are never replaced by a broken run.
 """
 from __future__ import annotations
 
@@ -20,32 +22,39 @@ HERE = Path(__file__).resolve().parent
 
 
 def notebooks(names: list[str]) -> list[Path]:
-    every = sorted(HERE.glob("*.ipynb"))
+    every = sorted(p for p in HERE.glob("*.ipynb") if not p.stem.endswith(".failed"))
     if not names:
         return every
     chosen = []
     for name in names:
-        hits = [p for p in every if p.stem == name or p.stem.split("_", 1)[-1] == name or p.stem.startswith(name)]
+        # "08_softmax": "08_softmax", "08", "softmax" and "soft" all name it
+        hits = [p for p in every if name in (p.stem, p.stem.split("_", 1)[0]) or p.stem.split("_", 1)[-1].startswith(name)]
         if not hits:
             raise SystemExit(f"run.py: no notebook named {name!r}; there are: {', '.join(p.stem for p in every)}")
         chosen += [p for p in hits if p not in chosen]
     return chosen
 
 
-def execute(path: Path, out: Path, timeout: int) -> float:
+def _failures():
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    return CellExecutionError, CellTimeoutError, DeadKernelError
+
+
+def execute(path: Path, out: Path, failed_out: Path, timeout: int) -> float:
     """Run one notebook with its folder as the working directory; write it to `out`. Returns
-    the seconds it took. Raises nbclient's CellExecutionError (written to `out` first)."""
+    the seconds it took. On a failed cell, a timeout or a dead kernel, writes what ran to
+    `failed_out` and raises."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}})
     start = time.perf_counter()
     try:
         client.execute()
-    except CellExecutionError:
-        nbformat.write(nb, out)
+    except _failures():
+        nbformat.write(nb, failed_out)
         raise
     nbformat.write(nb, out)
     return time.perf_counter() - start
@@ -57,18 +66,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="write executed copies here instead of in place")
     ap.add_argument("--timeout", type=int, default=900, help="seconds a cell may take (default 900)")
     args = ap.parse_args(argv)
-    from nbclient.exceptions import CellExecutionError
-
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     failed = []
     for path in notebooks(args.names):
         out = (args.out / path.name) if args.out else path
+        failed_out = out if args.out else path.with_suffix(".failed.ipynb")
         print(f"{path.name}: running ...", flush=True)
         try:
-            seconds = execute(path, out, args.timeout)
-        except CellExecutionError as e:
-            print(f"{path.name}: FAILED (the executed notebook is at {out})\n{e}", file=sys.stderr, flush=True)
+            seconds = execute(path, out, failed_out, args.timeout)
+        except _failures() as e:
+            print(f"{path.name}: FAILED (what ran is in {failed_out})\n{e}", file=sys.stderr, flush=True)
             failed.append(path.name)
             continue
         print(f"{path.name}: ok in {seconds:.1f} s -> {out}", flush=True)
