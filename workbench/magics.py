@@ -91,7 +91,7 @@ def split_cell(cell: str) -> tuple[str, str | None, int]:
 
 def run_cell(magic: str, line: str, cell: str, namespace: dict):
     """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
-    "built in N s" or "cached"), or (None, why) for a %%cuda cell skipped on a machine that can
+    "built in N s" or "cached"), or (None, the line saying why) for a %%cuda cell skipped on a machine that can
     neither build nor run CUDA; raises CellBuildError when it does not build."""
     from . import toolchain
     from .errors import KwbError
@@ -116,7 +116,7 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
         if not toolchain.gpu_available():
             reason = toolchain.cuda_unavailable_reason()
             if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
-                return None, f"skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
+                return None, f"%%cuda {args.name}: skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
         # --flags reach both compilers: a -DN=4 must mean the same above and below the line
         kw = dict(cuda=cuda, cpp=cpp, device="cuda", extra_cflags=flags, extra_cuda_cflags=flags, labels=labels)
     seen = {id(k) for k in loaded_kernels()}
@@ -145,7 +145,7 @@ def load_ipython_extension(ipython) -> None:
             except ValueError as e:  # MagicUsageError, and load_inline's checks of names and functions
                 raise UsageError(str(e)) from None
             if kernel is None:
-                print(f"%%{magic} {parse_line(magic, line).name}: {status}")
+                print(status)
             else:
                 print(f"{kernel.name} ({kernel.device}): {status}; ops: {', '.join(kernel.ops)}")
 

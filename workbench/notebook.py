@@ -104,9 +104,9 @@ def source(kernel, file: str, match: str | None = None, lines: tuple[int, int] |
     whole, or `lines` (first, last; 1-based), or the block that starts on the first line
     containing `match` (through its closing brace), with `before` lines above it."""
     if kernel == "common":
-        from .sources import kernels_dir
+        from .sources import common_dir
 
-        folder = kernels_dir() / "common"
+        folder = common_dir()
     else:
         folder = Path(getattr(kernel, "folder", kernel))
     path = folder / file
@@ -244,6 +244,6 @@ def fusion(kernel, op: str, shape: tuple, dtype: torch.dtype, dev: str, ceiling:
     gen = torch.Generator().manual_seed(seed)
     args = entry.make_inputs(shape, dtype, dev, gen)
     table = why_fuse({"eager (the reference as written)": traffic(entry.reference, *args),
-                      f"kwb: `{entry.calls or entry.name}`": traffic(getattr(kernel, entry.calls or entry.name), *args)},
+                      f"kwb: `{entry.kernel_op}`": traffic(getattr(kernel, entry.kernel_op), *args)},
                      ceiling)
     return Markdown(f"{op}, {dtype}, shape {tuple(shape)}:\n\n{table}")
