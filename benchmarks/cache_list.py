@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import platform
 import statistics
@@ -26,7 +25,8 @@ import time
 from datetime import date
 from pathlib import Path
 
-from cache_tools import api, environment, layout
+from cache_tools import api, environment
+from cache_tools.manifest import Manifest
 
 ELF_STUB = b"\x7fELF\x02\x01\x01" + b"\0" * (4096 - 7)  # header fields 0: nothing announced past the end
 
@@ -54,16 +54,15 @@ def make_cache(root: Path, n: int) -> None:
             stem = f"k{i}.cpu.{i:012x}.{v:012x}"
             (entry / f"{stem}.so").write_bytes(ELF_STUB)
             s, h = files[i % 50], files[(i + 1) % 50]
-            manifest = {"format": layout.FORMAT, "kind": "kernel", "name": f"k{i}", "ident": f"k{i}-{i:08x}",
-                        "device": "cpu", "base": "0" * 64, "key": "1" * 64, "library": f"{stem}.so",
-                        "library_size": len(ELF_STUB), "library_sha256": hashlib.sha256(ELF_STUB).hexdigest(),
-                        "sources": {str(s): digest[str(s)]}, "headers": {str(h): digest[str(h)]},
-                        "config": {"device": "cpu", "cflags": ["-O3"], "cuda_cflags": [], "ldflags": [], "archs": [],
-                                   "versions": {"python": run.python, "torch": run.torch, "torch_git": run.torch_git,
-                                                "torch_cuda": run.torch_cuda or "none"}},
-                        "compilers": {"cxx": "/usr/bin/c++", "nvcc": None}, "built_at": time.time() - v,
-                        "build_log": str(entry / "build-cpu" / "build.log")}
-            (entry / f"{stem}.json").write_text(json.dumps(manifest))
+            Manifest(name=f"k{i}", kind="kernel", ident=f"k{i}-{i:08x}", device="cpu", folder=str(src), base="0" * 64,
+                     key="1" * 64, library=f"{stem}.so", library_size=len(ELF_STUB),
+                     library_sha256=hashlib.sha256(ELF_STUB).hexdigest(), sources={str(s): digest[str(s)]},
+                     headers={str(h): digest[str(h)]},
+                     config={"device": "cpu", "cflags": ["-O3"], "cuda_cflags": [], "ldflags": [], "archs": [],
+                             "versions": {"python": run.python, "torch": run.torch, "torch_git": run.torch_git,
+                                          "torch_cuda": run.torch_cuda or "none"}},
+                     compilers={"cxx": "/usr/bin/c++", "nvcc": None}, built_at=time.time() - v, build_seconds=1.0,
+                     build_log=str(entry / "build-cpu" / "build.log")).write(entry / f"{stem}.json")
     inc = os.path.join(run.torch_dir or "/nonexistent/torch", "include")
     for i in range(n - n_kwb):
         entry = tag / f"ext{i}"

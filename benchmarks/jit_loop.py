@@ -433,7 +433,7 @@ def main() -> int:
 
     import torch
 
-    from workbench import toolchain
+    from workbench.build import toolchain
 
     reason = toolchain.cuda_unavailable_reason()
     if reason is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -60,7 +59,7 @@ def main() -> None:
                     print(f"{'  link -fuse-ld=' + ld:<28} {timed(variant, build_dir):.2f} s")
                 except subprocess.CalledProcessError:
                     print(f"{'  link -fuse-ld=' + ld:<28} not available")
-        if cmd.split()[0] == k.build.manifest["compilers"]["cxx"] and " -c " in cmd:
+        if cmd.split()[0] == k.build.manifest.compilers["cxx"] and " -c " in cmd:
             for other in args.cxx:
                 print(f"{'  .cpp with ' + other:<28} {timed(cmd.replace(cmd.split()[0], other, 1), build_dir):.2f} s")
     # The Python side of a reload after a .cu edit.

@@ -144,13 +144,16 @@ def _info_json(e: Entry) -> dict:
     newest = e.newest_by_device()
     data["builds"] = []
     for v in newest:
-        m = v.manifest or {}
-        cfg = m.get("config", {})
-        data["builds"].append({"version": v.name, "device": v.device, "sources": m.get("sources"), "headers": m.get("headers"),
-                               "base": m.get("base"), "key": m.get("key"), "cflags": cfg.get("cflags"),
-                               "cuda_cflags": cfg.get("cuda_cflags"), "ldflags": cfg.get("ldflags"), "archs": cfg.get("archs"),
-                               "versions": cfg.get("versions"), "compilers": m.get("compilers"), "build_log": m.get("build_log"),
-                               "build_seconds": m.get("build_seconds")})
+        m = v.manifest
+        if m is None:
+            data["builds"].append({"version": v.name, "device": v.device, "sources": None, "headers": None, "base": None,
+                                   "key": None, "cflags": None, "cuda_cflags": None, "ldflags": None, "archs": None,
+                                   "versions": None, "compilers": None, "build_log": None, "build_seconds": None})
+            continue
+        data["builds"].append({"version": v.name, "device": v.device, "sources": m.sources, "headers": m.headers,
+                               "base": m.base, "key": m.key, "cflags": m.flags("cflags"), "cuda_cflags": m.flags("cuda_cflags"),
+                               "ldflags": m.flags("ldflags"), "archs": m.archs, "versions": m.versions,
+                               "compilers": m.compilers, "build_log": m.build_log, "build_seconds": m.build_seconds})
     if e.ninja:
         data["build_ninja"] = e.ninja
     data["files"] = _files(e)

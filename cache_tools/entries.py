@@ -20,6 +20,7 @@ from pathlib import Path
 from . import layout
 from .environment import TAG_RE
 from .locks import LockState
+from .manifest import Manifest
 
 TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")
 
@@ -35,7 +36,7 @@ class Version:
     size: int
     built: float | None      # seconds since the epoch
     loaded: float | None     # kwb records loads; torch does not
-    manifest: dict | None = None
+    manifest: Manifest | None = None  # None: no manifest, or not a whole one
     number: int = 0          # torch's _vN (0 for the first build)
     state: str = ""          # filled by states.assess
     reasons: list[str] = field(default_factory=list)
@@ -160,19 +161,19 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
         if not n.endswith(layout.MANIFEST_SUFFIX) or n.startswith("."):
             continue
         stem = n[: -len(layout.MANIFEST_SUFFIX)]
-        data = layout.read_manifest(path / n)
+        data = Manifest.read(path / n)
         stems_with_manifest.add(stem)
         library = path / f"{stem}{layout.LIBRARY_SUFFIX}"
         loaded_marker = path / f"{stem}{layout.LOADED_SUFFIX}"
         files = [p for p in (path / n, library, loaded_marker) if p.name in names]
         if data:
-            origin = "kwb load_inline" if data.get("kind") == "inline" else "kwb kernel"
-            tag = tag or layout.torch_tag_for(data.get("config", {}).get("versions", {}))
+            origin = "kwb load_inline" if data.kind == "inline" else "kwb kernel"
+            tag = tag or layout.torch_tag_for(data.versions)
         versions.append(Version(
-            name=stem, device=(data or {}).get("device") or _stem_device(stem),
+            name=stem, device=data.device if data else _stem_device(stem),
             library=library if library.name in names else None, files=files,
             size=sum(_file_size(p) for p in files),
-            built=(data or {}).get("built_at") or _mtime(path / n),
+            built=data.built_at if data else _mtime(path / n),
             loaded=_mtime(loaded_marker) if loaded_marker.name in names else None,
             manifest=data,
         ))
@@ -181,7 +182,7 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
             p = path / n
             versions.append(Version(name=n[: -len(layout.LIBRARY_SUFFIX)], device=_stem_device(n),
                                     library=p, files=[p], size=_file_size(p), built=_mtime(p), loaded=None))
-    kernel = next((v.manifest["name"] for v in versions if v.manifest and v.manifest.get("name")), ident.split("-")[0])
+    kernel = next((v.manifest.name for v in versions if v.manifest and v.manifest.name), ident.split("-")[0])
     return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path), kernel=kernel)
 
 

@@ -10,7 +10,6 @@ import functools
 import importlib.util
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +40,7 @@ def _version_field(text: str, name: str) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def running() -> Running:
-    python = f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
+    python = layout.python_tag()
     spec = importlib.util.find_spec("torch")
     torch_dir = None
     version = git = cuda = None

@@ -1,4 +1,5 @@
-"""Where kwb's builds live on disk, and the manifest that describes each one.
+"""Where kwb's builds live on disk and how their names and keys are made (the manifest's
+fields are cache_tools.manifest's).
 
     <root>/                      TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>
       kwb_<name>/                one entry per kernel folder or load_inline name
@@ -24,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-FORMAT = 1  # bump when the manifest or the build recipe changes meaning
+from .manifest import FORMAT
 ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"
 MANIFEST_SUFFIX = ".json"
@@ -33,6 +34,11 @@ LOADED_SUFFIX = ".loaded"
 BUILD_LOG = "build.log"
 TOOL_VERSIONS = ".kwb-tool-versions.json"  # the builder's compiler-version cache, at the root
 TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
+
+
+def python_tag() -> str:
+    """The running Python as manifests record it: "cpython311"."""
+    return f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"
 
 
 def torch_tag(torch_cuda: str | None) -> str:
@@ -77,14 +83,6 @@ def manifests_for(entry: Path, name: str, device: str, base: str) -> list[Path]:
     """Manifests of finished builds that share `base`, newest first."""
     found = list(entry.glob(f"{name}.{device}.{base[:12]}.*{MANIFEST_SUFFIX}"))
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
-
-
-def read_manifest(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
 def mark_loaded(manifest: Path) -> None:

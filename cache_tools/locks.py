@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,17 +40,49 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def read_owner(path: Path) -> dict | None:
-    """The holder kwb's lock file names, or None (empty: no build running or interrupted)."""
+@dataclass(frozen=True)
+class LockOwner:
+    """Who holds (or last held, if interrupted) a kwb build lock: the lock file's content while
+    a build runs. workbench's BuildLock writes it; the cache commands read it."""
+
+    pid: int
+    host: str
+    started: float
+    what: str = ""  # "relu_scale (cuda)"
+
+    @classmethod
+    def current(cls, what: str) -> "LockOwner":
+        return cls(os.getpid(), socket.gethostname(), time.time(), what)
+
+    def to_json(self) -> str:
+        return json.dumps({"pid": self.pid, "host": self.host, "started": self.started, "what": self.what})
+
+    @property
+    def on_this_host(self) -> bool:
+        return self.host == socket.gethostname()
+
+    def describe(self) -> str:
+        """'pid 1234 (relu_scale (cuda))', with ' on <host>' when it is another machine."""
+        where = "" if self.on_this_host else f" on {self.host}"
+        what = f" ({self.what})" if self.what else ""
+        return f"pid {self.pid}{where}{what}"
+
+
+def read_owner(path: Path) -> LockOwner | None:
+    """The holder kwb's lock file names, or None (empty: no build running, or not a record)."""
     try:
         text = path.read_text()
     except OSError:
         return None
     try:
-        owner = json.loads(text) if text.strip() else None
+        data = json.loads(text) if text.strip() else None
     except ValueError:
         return None
-    return owner if isinstance(owner, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or isinstance(data.get("pid"), bool):
+        return None
+    started = data.get("started")
+    return LockOwner(data["pid"], str(data.get("host", "")), float(started) if isinstance(started, (int, float)) else 0.0,
+                     str(data.get("what", "")))
 
 
 @dataclass
@@ -111,17 +144,10 @@ def _kwb_lock(path: Path) -> LockState:
         return LockState("kwb", path, "unknown", detail="cannot open the lock file")
     owner = read_owner(path)
     if held:
-        return LockState("kwb", path, "building", (owner or {}).get("pid"), _who(owner or {}))
-    if not owner:
+        return LockState("kwb", path, "building", owner.pid if owner else None, owner.describe() if owner else "another process")
+    if owner is None:
         return LockState("kwb", path, "none")
-    return LockState("kwb", path, "stale", owner.get("pid"), f"left by {_who(owner)}, which was interrupted")
-
-
-def _who(owner: dict) -> str:
-    host = owner.get("host")
-    where = f" on {host}" if host and host != socket.gethostname() else ""
-    what = f" ({owner['what']})" if owner.get("what") else ""
-    return f"pid {owner.get('pid')}{where}{what}" if owner else "another process"
+    return LockState("kwb", path, "stale", owner.pid, f"left by {owner.describe()}, which was interrupted")
 
 
 def _flock_held(path: Path) -> bool | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from . import environment, layout, locks
 from .entries import Entry, Version
 from .fsutil import sha256_file
+from .manifest import Manifest
 
 ORDER = ["building", "stale lock", "broken", "orphaned", "stale", "fresh"]
 
@@ -73,11 +74,11 @@ class Hasher:
         return self._memo[key]
 
 
-def recorded_key_consistent(m: dict) -> bool:
+def recorded_key_consistent(m: Manifest) -> bool:
     """The manifest's base and key recomputed from its own records, as the builder computes
     them (layout.build_base, layout.build_key)."""
-    base = layout.build_base(m.get("config"), m.get("sources"))
-    return base == m.get("base") and layout.build_key(base, m.get("headers", {})) == m.get("key")
+    base = layout.build_base(m.config, m.sources)
+    return base == m.base and layout.build_key(base, m.headers) == m.key
 
 
 def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, deep: bool) -> tuple[str, list[str]]:
@@ -86,37 +87,35 @@ def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, dee
         if v.library is not None and not any(f.name.endswith(layout.MANIFEST_SUFFIX) for f in v.files):
             return "broken", [f"{v.library.name} has no manifest: its build stopped before finishing"]
         return "broken", ["unreadable manifest (another kwb format, or damaged)"]
-    if v.library is None:
-        return "broken", [f"no library: {m.get('library')} is missing"]
+    if v.library is None or v.library.name != m.library:
+        return "broken", [f"no library: {m.library} is missing"]
     size = v.library.stat().st_size if v.library.exists() else -1
-    if size != m.get("library_size"):
-        return "broken", [f"{v.library.name} is {size} bytes, the build wrote {m.get('library_size')}"]
+    if size != m.library_size:
+        return "broken", [f"{v.library.name} is {size} bytes, the build wrote {m.library_size}"]
     problem = elf_problem(v.library)
     if problem:
         return "broken", [problem]
     if deep:
-        if hasher(str(v.library)) != m.get("library_sha256"):
+        if hasher(str(v.library)) != m.library_sha256:
             return "broken", [f"{v.library.name}'s content differs from what the build wrote (sha256)"]
         if not recorded_key_consistent(m):
             return "broken", ["the manifest's key does not follow from its recorded sources, headers and flags (damaged)"]
-    sources = m.get("sources", {})
-    gone = [p for p in sources if not os.path.exists(p)]
+    gone = [p for p in m.sources if not os.path.exists(p)]
     if gone:
         return "orphaned", [f"source gone: {p}" for p in gone]
     reasons = []
-    for path, digest in {**sources, **m.get("headers", {})}.items():
+    for path, digest in {**m.sources, **m.headers}.items():
         now = hasher(path)
         if now is None:
             reasons.append(f"header gone: {path}")
         elif now != digest:
             reasons.append(f"changed since the build: {path}")
-    versions = m.get("config", {}).get("versions", {})
+    versions = m.versions
     for field, now in (("python", run.python), ("torch", run.torch), ("torch_git", run.torch_git),
                        ("torch_cuda", run.torch_cuda or "none")):
         if now is not None and versions.get(field) not in (None, now):
             reasons.append(f"built for {field} {versions.get(field)}, running {now}")
-    compilers = m.get("compilers", {})
-    for field, path in (("cxx", compilers.get("cxx")), ("nvcc", compilers.get("nvcc"))):
+    for field, path in (("cxx", m.compilers.get("cxx")), ("nvcc", m.compilers.get("nvcc"))):
         if path and field in versions:
             now = environment.compiler_version(path)
             if now != versions[field]:

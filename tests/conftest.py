@@ -21,7 +21,7 @@ HAS_GPU = torch.cuda.is_available()
 
 
 def _has_nvcc() -> bool:
-    from workbench import toolchain
+    from workbench.build import toolchain
 
     return toolchain.cuda_unavailable_reason() is None
 

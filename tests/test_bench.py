@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import benchmark, results
+from workbench.harness import benchmark, results
 
 FAULTS = Path(__file__).parent / "fixtures" / "planted_faults"
 
@@ -122,7 +122,7 @@ def test_a_vendor_route_of_another_device_is_not_timed(session, monkeypatch):
     monkeypatch.setattr(op, "vendor_device", "cuda")
     report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)], baselines="eager,vendor", session=session)
     assert {r["provider"] for r in report.rows} == {"kwb", "eager"} and report.ok
-    assert wb.benchmark.count_measurements(k, "cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
+    assert benchmark.count_measurements(k, "cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
                                            baselines="eager,vendor") == 2
     monkeypatch.setattr(op, "vendor_device", "cpu")
     report = wb.bench(k, ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)], baselines="eager,vendor", session=session)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,7 @@ def test_content_change_with_an_old_mtime_still_rebuilds(tiny_kernel):
 
 
 def test_failed_build_records_nothing_and_the_fix_rebuilds_in_the_same_process(tmp_path, cache_root):
-    from workbench.sources import resolve
+    from workbench.build.sources import resolve
 
     folder = write_tiny_kernel(tmp_path / "broken", cpp=TINY_CPP.replace("return at::add", "return at::addd"))
     with pytest.raises(wb.BuildError) as info:
@@ -141,7 +140,7 @@ def test_headers_of_the_kernel_count_even_under_the_python_prefix(tmp_path):
     """An installed kwb keeps its kernels under site-packages; their headers must stay in the key."""
     import sys
 
-    from workbench.builder import _user_headers
+    from workbench.build.builder import _user_headers
 
     own = tmp_path / "fake-prefix" / "kwb_kernels" / "common"
     inside = os.path.join(sys.prefix, "lib", "site-packages", "kwb_kernels", "common", "kwb_cuda.cuh")

@@ -360,7 +360,7 @@ def test_a_warm_load_whose_build_a_clean_removed_meanwhile_builds_again(tmp_path
     assert wb.load(folder, device="cpu").build.compiled
     code = textwrap.dedent(f"""
         import torch, workbench as wb
-        from workbench import builder
+        from workbench.build import builder
         from cache_tools import api
         find = builder.find_cached
 
@@ -525,7 +525,7 @@ def test_a_clean_racing_a_real_build_leaves_that_build_usable(tmp_path, cache_ro
 
 
 def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp_path):
-    from workbench.locking import BuildLock
+    from workbench.build.locking import BuildLock
 
     entry = tmp_path / "root" / "kwb_x"
     entry.mkdir(parents=True)

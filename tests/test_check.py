@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.compare import compare
+from workbench.harness.compare import compare
 from workbench.spec import DEFAULT_TOLERANCES, Tolerance, randn
 
 FAULTS = Path(__file__).parent / "fixtures" / "planted_faults"
@@ -45,7 +45,7 @@ def test_an_unwritten_element_fails_through_the_poisoned_output(faults):
 
 
 def test_poisoning_restores_the_callers_settings_even_when_the_op_raises():
-    from workbench.correctness import poisoned_outputs
+    from workbench.harness.cases import poisoned_outputs
 
     torch.use_deterministic_algorithms(False)
     before = torch.utils.deterministic.fill_uninitialized_memory

@@ -20,7 +20,7 @@ def kernels():
 @pytest.mark.parametrize("name", ["relu_scale", "vector_add"])
 def test_matches_reference_on_awkward_shapes_through_the_harness(kernels, name):
     # fp32, fp16 and bf16 on shapes 0, 1, 37, 199, 760, 1128, 7x33, 3x5x17, 2^20+3, outputs
-    # poisoned with NaN, gradients through the registered autograd (workbench.correctness)
+    # poisoned with NaN, gradients through the registered autograd (workbench.harness.correctness)
     report = wb.check(kernels[name], device="cuda")
     assert report.passed, str(report)
     assert {c.dtype for c in report.cases} == set(DTYPES)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench import benchmark, results, timing
+from workbench.harness import benchmark, results, timing
 from workbench.spec import randn
 
 pytestmark = pytest.mark.cuda

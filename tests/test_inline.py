@@ -50,7 +50,7 @@ def test_bad_arguments_are_named(kwargs, message):
 def test_cuda_part_compiles_without_torch_headers():
     k = wb.load_inline("inline_cuda", cuda="__global__ void noop_kernel() {}\nvoid noop() { noop_kernel<<<1, 1>>>(); }\n",
                        cpp="void noop();\nat::Tensor ident(const at::Tensor& x) { return x; }\n", functions=["ident"])
-    from workbench.ninja_build import parse_depfile
+    from workbench.build.ninja import parse_depfile
 
     deps = parse_depfile(k.library_path.parent / "build-cuda" / "inline_cuda_kernels.cuda.o.d")
     assert deps and not [d for d in deps if "/torch/" in d]

@@ -13,7 +13,7 @@ KERNELS = {name: wb.load(name, device="cpu") for name in ("relu_scale", "vector_
 @pytest.mark.parametrize("kernel", ["relu_scale", "vector_add"])
 def test_matches_reference_on_awkward_shapes_through_the_harness(kernel):
     # every op and CPU dtype, shapes 0, 1, 37, 199, 760, 1128, 7x33, 3x5x17, 2^20+3, outputs
-    # poisoned, gradients through the registered autograd (workbench.correctness)
+    # poisoned, gradients through the registered autograd (workbench.harness.correctness)
     report = wb.check(KERNELS[kernel], device="cpu")
     assert report.passed, str(report)
     assert {c.dtype for c in report.cases} == {torch.float32, torch.float64}

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import torch
@@ -14,7 +12,7 @@ import torch
 import workbench as wb
 from cache_tools import layout
 from conftest import write_tiny_kernel
-from workbench.sources import resolve
+from workbench.build.sources import resolve
 
 LOAD_AND_REPORT = """
 import json, torch, workbench as wb

@@ -92,6 +92,6 @@ def test_ceiling_by_size_draws_a_line_per_provider():
 
 
 def test_the_notebooks_device_is_where_kwb_builds():
-    from workbench.loader import resolve_device
+    from workbench.build import device as devices
 
-    assert nb.device() == resolve_device(None, "x")
+    assert nb.device() == devices.choose(None)

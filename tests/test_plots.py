@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from workbench import plots, results
-from workbench.compare import histogram_edges
+from workbench.harness.compare import histogram_edges
 
 DEVICE = "NVIDIA H100 80GB HBM3"
 

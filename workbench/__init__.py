@@ -6,39 +6,81 @@
     wb.check("relu_scale")           # against its float64 reference, every dtype and odd shape
     wb.bench("relu_scale")           # beside eager PyTorch and torch.compile
 
+The package is three rooms and a front door:
+
+    build/     sources -> compiled, cached, loaded ops (wb.load, wb.load_inline, Kernel)
+    harness/   is it right, how fast is it (wb.check, wb.bench, specs, CSV results)
+    report/    tables, plots, report folders, notebook helpers
+    __init__.py, cli.py, magics.py, doctor.py, runner.py: the faces people use
+
+Imports run one way, build <- harness <- report <- faces (tests/test_layers.py checks it).
 Attributes are imported on first use, so `import workbench` and the `kwb` command stay fast.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version string: pyproject.toml reads it from here
 
 _LAZY = {
-    "load": ("workbench.loader", "load"),
-    "load_inline": ("workbench.inline", "load_inline"),
-    "cache_root": ("workbench.loader", "cache_root"),
-    "Kernel": ("workbench.library", "Kernel"),
-    "kernels_dir": ("workbench.sources", "kernels_dir"),
-    "list_kernels": ("workbench.sources", "builtin_names"),
-    "BuildError": ("workbench.errors", "BuildError"),
-    "ToolchainError": ("workbench.errors", "ToolchainError"),
-    "KernelNotFoundError": ("workbench.errors", "KernelNotFoundError"),
-    "LoadError": ("workbench.errors", "LoadError"),
-    "KwbError": ("workbench.errors", "KwbError"),
-    "Diagnostic": ("workbench.errors", "Diagnostic"),
-    "check": ("workbench.correctness", "check"),
-    "bench": ("workbench.benchmark", "bench"),
+    "load": ("workbench.build.loader", "load"),
+    "load_inline": ("workbench.build.inline", "load_inline"),
+    "cache_root": ("workbench.build.loader", "cache_root"),
+    "Kernel": ("workbench.build.kernel", "Kernel"),
+    "kernels_dir": ("workbench.build.sources", "kernels_dir"),
+    "list_kernels": ("workbench.build.sources", "builtin_names"),
+    "BuildError": ("workbench.build.errors", "BuildError"),
+    "ToolchainError": ("workbench.build.errors", "ToolchainError"),
+    "KernelNotFoundError": ("workbench.build.errors", "KernelNotFoundError"),
+    "LoadError": ("workbench.build.errors", "LoadError"),
+    "KwbError": ("workbench.build.errors", "KwbError"),
+    "Diagnostic": ("workbench.build.errors", "Diagnostic"),
+    "check": ("workbench.harness.correctness", "check"),
+    "bench": ("workbench.harness.benchmark", "bench"),
     "run": ("workbench.runner", "run"),
-    "Tolerance": ("workbench.spec", "Tolerance"),
-    "CheckReport": ("workbench.correctness", "CheckReport"),
-    "BenchReport": ("workbench.benchmark", "BenchReport"),
+    "Tolerance": ("workbench.harness.spec", "Tolerance"),
+    "KernelSpec": ("workbench.harness.spec", "KernelSpec"),
+    "OpSpec": ("workbench.harness.spec", "OpSpec"),
+    "CheckReport": ("workbench.harness.correctness", "CheckReport"),
+    "BenchReport": ("workbench.harness.benchmark", "BenchReport"),
 }
 
-# Submodules a user reaches as wb.<name> (wb.spec.randn, wb.plots.latency, ...).
-_SUBMODULES = ("spec", "plots", "results", "timing")
+# Modules users import by their short names (`from workbench.spec import OpSpec` in a spec.py,
+# wb.plots.latency, `from workbench import notebook as nb`): each is the room's module itself.
+_PUBLIC_MODULES = {
+    "workbench.errors": "workbench.build.errors",
+    "workbench.spec": "workbench.harness.spec",
+    "workbench.timing": "workbench.harness.timing",
+    "workbench.results": "workbench.harness.results",
+    "workbench.plots": "workbench.report.plots",
+    "workbench.notebook": "workbench.report.notebook",
+}
 
-__all__ = sorted(_LAZY) + list(_SUBMODULES)
+__all__ = sorted(_LAZY) + [name.rpartition(".")[2] for name in _PUBLIC_MODULES]
+
+
+class _PublicModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`import workbench.spec` gives workbench.harness.spec, the same module object."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        return importlib.util.spec_from_loader(fullname, self) if fullname in _PUBLIC_MODULES else None
+
+    def create_module(self, spec):
+        module = importlib.import_module(_PUBLIC_MODULES[spec.name])
+        module.__dict__.setdefault("__own_spec__", module.__spec__)
+        return module
+
+    def exec_module(self, module) -> None:
+        # The room's module already ran; the import system has just set its __spec__ to the
+        # short name's: give it back its own (pickling and reload go by it).
+        module.__spec__ = module.__dict__.pop("__own_spec__")
+
+
+if not any(isinstance(f, _PublicModules) for f in sys.meta_path):
+    sys.meta_path.append(_PublicModules())
 
 
 def __getattr__(name: str):
@@ -47,9 +89,13 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(module), attr)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:
+    if f"workbench.{name}" in _PUBLIC_MODULES:
         return importlib.import_module(f"workbench.{name}")
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)
 
 
 def load_ipython_extension(ipython) -> None:
@@ -59,5 +105,22 @@ def load_ipython_extension(ipython) -> None:
     register(ipython)
 
 
-def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+def _register_views() -> None:
+    """A check or bench report prints as a table and shows as Markdown in a notebook: the
+    harness asks workbench.harness.views, and the report room's renderers answer."""
+    from .harness import views
+
+    def rendered(function: str):
+        def render(report) -> str:
+            from .report import render as render_module
+
+            return getattr(render_module, function)(report)
+        return render
+
+    views.register("CheckReport", "text", rendered("check_text"))
+    views.register("CheckReport", "markdown", rendered("check_markdown"))
+    views.register("BenchReport", "text", rendered("bench_text"))
+    views.register("BenchReport", "markdown", rendered("bench_report_markdown"))
+
+
+_register_views()

@@ -31,12 +31,12 @@ def main() -> None:
 
 
 def _state(source, device: str) -> str:
-    from . import builder, loader
-    from .errors import KwbError
+    from .build import builder, device as devices, loader
+    from .build.errors import KwbError
 
     root = loader.cache_root()
     try:
-        config = builder.make_config(source, loader.resolve_device(device, source.name), root)
+        config = builder.make_config(source, devices.choose(device, what=source.name), root)
     except KwbError as e:
         return f"cannot build: {e}"
     if builder.find_cached(source, config, root) is not None:
@@ -45,9 +45,9 @@ def _state(source, device: str) -> str:
 
 
 def _default_device() -> str:
-    from .loader import resolve_device
+    from .build import device as devices
 
-    return resolve_device(None, "kernels")
+    return devices.choose(None)
 
 
 @main.command("list")
@@ -56,7 +56,7 @@ def list_cmd(device: str | None) -> None:
     """List the shipped kernels, their ops and build state (built / stale / not built).
 
     'stale' means a build exists but its sources, headers, flags or toolchain changed since."""
-    from . import sources
+    from .build import sources
 
     device = device or _default_device()
     table = Table(title=f"kernels in {sources.kernels_dir()} (state for {device})", title_justify="left")
@@ -78,9 +78,9 @@ def list_cmd(device: str | None) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show the compiler commands.")
 def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, verbose: bool) -> None:
     """Build kernels by name or folder path (NAMES), or --all shipped kernels."""
-    from . import sources
-    from .errors import KwbError
-    from .loader import load
+    from .build import sources
+    from .build.errors import KwbError
+    from .build.loader import load
 
     if all_ and names:
         raise click.UsageError("give kernel names or --all, not both")
@@ -95,7 +95,7 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
             err.print(f"[red]✗[/] {name}: {e}", markup=True)
             failed.append(name)
             continue
-        seconds = k.build.manifest.get("build_seconds", 0.0)
+        seconds = k.build.manifest.build_seconds
         how = f"built in {seconds:.1f} s" if k.build.compiled else "cached"
         out.print(f"[green]✓[/] {name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
     if failed:
@@ -130,7 +130,7 @@ def parse_sizes(values: tuple[str, ...]) -> list[tuple[int, ...]] | None:
 
 
 def parse_dtypes(values: tuple[str, ...]) -> list | None:
-    from .correctness import parse_dtype
+    from .harness.cases import parse_dtype
 
     names = [n for v in values for n in v.replace(" ", ",").split(",") if n]
     try:
@@ -139,18 +139,20 @@ def parse_dtypes(values: tuple[str, ...]) -> list | None:
         raise click.BadParameter(str(e), param_hint="--dtype") from None
 
 
-def _gpu_device(device: str | None) -> str | None:
-    """--device as given; 'cuda' without a visible GPU is a usage error (checks and timings run kernels)."""
-    if device == "cuda":
-        import torch
+def _run_device(device: str | None) -> str | None:
+    """--device as given for commands that run kernels; 'cuda' without a visible GPU is a usage error."""
+    from .build import device as devices
 
-        if not torch.cuda.is_available():
-            raise click.UsageError("--device cuda: no GPU is visible, so CUDA kernels cannot run here (leave --device out for the CPU)")
+    if device is not None:
+        try:
+            devices.choose(device, purpose="run")
+        except devices.NoGpuError:
+            raise click.UsageError("--device cuda: no GPU is visible, so CUDA kernels cannot run here (leave --device out for the CPU)") from None
     return device
 
 
 def _targets(names: tuple[str, ...]) -> list[str]:
-    from . import sources
+    from .build import sources
 
     return list(names) or sources.builtin_names()
 
@@ -168,7 +170,7 @@ def _timing_options(f):
 
 def _timing_args(sizes, sweep: bool, baselines: str):
     """The parsed --sizes and --baselines, or a usage error naming the option."""
-    from .benchmark import parse_baselines
+    from .harness.benchmark import parse_baselines
 
     size_list = parse_sizes(sizes)
     if sweep and size_list:
@@ -197,11 +199,11 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
     Every op, dtype and awkward shape (empty, 1, 37, 199, 760, 1128, ...), fresh random inputs
     with the seed printed, outputs poisoned with NaN so an unwritten element fails, gradients
     against autograd of the reference. Exit code 1 if any case fails."""
-    from . import correctness as checking
-    from .errors import KwbError
-    from .render import print_check
+    from .build.errors import KwbError
+    from .harness import correctness as checking
+    from .report.render import print_check
 
-    device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
+    device, dtype_list = _run_device(device), parse_dtypes(dtypes)
     failed = False
     for name in _targets(names):
         try:
@@ -232,12 +234,12 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
     p20/p80, GB/s from the spec's bytes model as a share of the copy ceiling measured in this
     run, and the speedup over each baseline. Each provider is validated before it is timed."""
-    from . import benchmark as benching
-    from .correctness import kernel_and_device
-    from .errors import KwbError
-    from .render import bench_header, bench_table
+    from .build.errors import KwbError
+    from .harness import benchmark as benching
+    from .harness.cases import kernel_and_device
+    from .report.render import bench_header, bench_table
 
-    device, dtype_list = _gpu_device(device), parse_dtypes(dtypes)
+    device, dtype_list = _run_device(device), parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     sessions: dict = {}  # one timer and copy ceiling per device, measured once
     failed = False
@@ -277,13 +279,13 @@ def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path,
 
     With no GPU, all of it runs on the CPU (and the report says so). Exit code 1 if a build or
     a check fails."""
-    from .errors import KwbError
+    from .build.errors import KwbError
     from .runner import run as run_all
 
     dtype_list = parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
-        result = run_all(names, device=_gpu_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
+        result = run_all(names, device=_run_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
                          baselines=chosen, backward=backward, seed=seed, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
     except ValueError as e:
         raise click.UsageError(str(e)) from None

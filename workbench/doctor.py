@@ -26,8 +26,9 @@ def run_checks() -> list[Check]:
     except Exception as e:  # a broken torch install must not crash the doctor
         checks.append(Check("torch", "fail", f"cannot import torch: {e}", "pip install torch"))
         return checks
-    from . import toolchain
     from cache_tools import layout
+
+    from .build import device as devices, toolchain
 
     info = toolchain.torch_info()
     checks.append(Check("torch", "ok", f"{info.version}, built with CUDA {info.cuda or 'none (CPU-only build)'}, C++ {info.cxx_standard}"))
@@ -61,7 +62,7 @@ def run_checks() -> list[Check]:
         else:
             checks.append(Check("nvcc", "ok", f"{nvcc}: CUDA {nv}"))
 
-    if info.cuda is not None and torch.cuda.is_available():
+    if devices.gpu_visible():
         name = torch.cuda.get_device_name()
         major, minor = torch.cuda.get_device_capability()
         checks.append(Check("gpu", "ok", f"{name}, sm_{major}{minor}, {torch.cuda.device_count()} visible"))

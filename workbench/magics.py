@@ -93,10 +93,10 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
     """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
     "built in N s" or "cached"), or (None, the line saying why) for a %%cuda cell skipped on a machine that can
     neither build nor run CUDA; raises CellBuildError when it does not build."""
-    from . import toolchain
-    from .errors import KwbError
-    from .inline import load_inline
-    from .library import loaded_kernels
+    from .build import device as devices
+    from .build.errors import KwbError
+    from .build.inline import load_inline
+    from .build.kernel import loaded_kernels
 
     args = parse_line(magic, line)
     flags = shlex.split(args.flags)
@@ -113,8 +113,8 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
             if args.cpp not in namespace or not isinstance(namespace[args.cpp], str):
                 raise MagicUsageError(f"%%cuda --cpp {args.cpp}: no string variable named {args.cpp!r} in the notebook")
             cpp, labels["cpp"] = namespace[args.cpp], (f"{label}: the C++ in {args.cpp}", 1)
-        if not toolchain.gpu_available():
-            reason = toolchain.cuda_unavailable_reason()
+        if not devices.gpu_visible():
+            reason = devices.cuda_build_problem()
             if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
                 return None, f"%%cuda {args.name}: skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
         # --flags reach both compilers: a -DN=4 must mean the same above and below the line
@@ -129,7 +129,7 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
         namespace[f] = getattr(kernel, f)
     # cached: loaded before in this process (an unchanged or reverted cell), or from the disk cache
     compiled_now = kernel.build.compiled and id(kernel) not in seen
-    status = f"built in {kernel.info.get('build_seconds', 0):.1f} s" if compiled_now else "cached"
+    status = f"built in {kernel.build.manifest.build_seconds:.1f} s" if compiled_now else "cached"
     return kernel, status
 
 

@@ -1,19 +1,17 @@
 """`kwb run`: build every kernel, check each, time each against eager PyTorch and
-torch.compile, and leave a report folder (workbench.report) to read.
+torch.compile, and leave a report folder (workbench.report.folder) to read.
 
 With no GPU it does all of this on the CPU and says so first. The result's exit code is 1
 when a build or a check failed (or the kernel's own output was wrong at a timed size), else 0.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import report as report_files
-from . import results
-from .benchmark import kwb_failures
-from .errors import KwbError
+from .harness import results
+from .harness.benchmark import kwb_failures
+from .report import folder as report_files
 
 CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
               "CUDA code is not compiled; `kwb build --all --device cuda` compiles it without a GPU. "
@@ -45,31 +43,28 @@ def _progress(console):
 
 def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,
         seed: int | None = None, console=None, command: str | None = None, backward: bool = True) -> RunResult:
-    import torch
     from rich.console import Console
     from rich.markup import escape
 
-    from . import benchmark as benching
-    from . import correctness as checking
-    from . import toolchain
-    from .loader import load, resolve_device
-    from .render import headline_table, print_check
-    from .report import BuildRecord
-    from .sources import builtin_names
+    from .build import device as devices
+    from .build.errors import KwbError
+    from .build.loader import load
+    from .build.sources import builtin_names
+    from .harness import benchmark as benching
+    from .harness import correctness as checking
+    from .report.folder import BuildRecord
+    from .report.render import headline_table, print_check
 
     console = console or Console(stderr=True, highlight=False)
     names = list(names) if names else builtin_names()
     notice = ""
-    if device is None and not torch.cuda.is_available():
-        device, notice = "cpu", CPU_NOTICE
-    elif device is None and toolchain.cuda_unavailable_reason() is not None:
-        device = "cpu"
-        notice = (f"A GPU is here, but CUDA kernels cannot be built: {toolchain.cuda_unavailable_reason()}. "
-                  "kwb run builds, checks and times the CPU implementations.")
-    device = resolve_device(device, "kernels")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KwbError("--device cuda: no GPU is visible, so CUDA kernels cannot be checked or timed here; "
-                       "leave --device out to run the CPU implementations")
+    why = devices.why_cpu() if device is None else None
+    if why is not None:
+        device = devices.CPU
+        notice = CPU_NOTICE if not devices.gpu_visible() else \
+            f"{why[0].upper()}{why[1:]}. kwb run builds, checks and times the CPU implementations."
+    device = devices.choose(device, what="kernels")
+    devices.choose(device, purpose="run", what="kernels")  # --device cuda without a GPU: NoGpuError
     env = results.environment(device)
     folder = Path(out) / env.slug
     result = RunResult(folder)
@@ -80,7 +75,6 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     kernels = []
     for i, name in enumerate(names, 1):
         console.print(f"[{i}/{len(names)}] building {name} ({device})")
-        t0 = time.monotonic()
         try:
             k = load(name, device=device)
         except KwbError as e:
@@ -88,9 +82,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
             console.print(f"  [red]✗ {escape(name)}[/]: {escape(str(e))}")
             continue
         m = k.build.manifest
-        result.builds.append(BuildRecord(k.name, k.device, True, k.build.compiled, m.get("build_seconds", time.monotonic() - t0),
-                                         str(k.library_path), m.get("build_log", "")))
-        how = f"built in {m.get('build_seconds', 0):.1f} s" if k.build.compiled else "cached"
+        result.builds.append(BuildRecord(k.name, k.device, True, k.build.compiled, m.build_seconds,
+                                         str(k.library_path), m.build_log))
+        how = f"built in {m.build_seconds:.1f} s" if k.build.compiled else "cached"
         console.print(f"  [green]✓[/] {k.name}: {how}; ops: {', '.join(k.ops)}")
         kernels.append(k)
 

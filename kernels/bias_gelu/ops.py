@@ -1,8 +1,24 @@
-"""bias_gelu's Python face: fake kernels for torch.compile, and autograd.
+"""bias_gelu's Python face (as pytorch/extension-cpp's ops.py): typed public functions over
+this build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build.
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.bias_gelu); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def bias_gelu(x: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """GELU(x + bias), bias broadcast along x's last dimension, as F.gelu(x + bias,
+    approximate=approximate): 'none' (the erf form) or 'tanh'. Differentiable in x and bias."""
+    return _ops.bias_gelu(x, bias, approximate)
+
+
+def bias_gelu_backward(grad: Tensor, x: Tensor, bias: Tensor, approximate: str = "none") -> tuple[Tensor, Tensor]:
+    """The gradients of bias_gelu: (grad_x, grad_bias), grad_bias summed over every row of x."""
+    return _ops.bias_gelu_backward(grad, x, bias, approximate)
 
 
 def _check_bias(op, x, bias):
@@ -12,6 +28,9 @@ def _check_bias(op, x, bias):
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("bias_gelu"))
     def _(x, bias, approximate="none"):
         _check_bias("bias_gelu", x, bias)
@@ -33,3 +52,4 @@ def register(ops):
         return grad_x, grad_bias, None
 
     torch.library.register_autograd(ops.qualname("bias_gelu"), backward, setup_context=setup_context)
+    return {f.__name__: f for f in (bias_gelu, bias_gelu_backward)}

@@ -1,10 +1,31 @@
-"""layernorm's Python face: the public function layernorm(), fake kernels for torch.compile,
-and autograd.
+"""layernorm's Python face (as pytorch/extension-cpp's ops.py): typed public functions over
+this build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build; it returns {"layernorm": layernorm},
-which the loaded kernel exposes as k.layernorm.
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.layernorm); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias, as
+    F.layer_norm(x, x.shape[-1:], weight, bias, eps). weight and bias have x's last
+    dimension as their length. Differentiable in x, weight and bias."""
+    return _ops.layernorm_forward(x, weight, bias, eps)[0]
+
+
+def layernorm_forward(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, mean, rstd): layernorm's output and the per-row statistics its backward takes
+    (fp32, fp64 for fp64 x)."""
+    return _ops.layernorm_forward(x, weight, bias, eps)
+
+
+def layernorm_backward(grad: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(grad_x, grad_weight, grad_bias) from the forward's mean and rstd."""
+    return _ops.layernorm_backward(grad, x, weight, mean, rstd)
 
 
 def _check(op, x, weight, bias=None):
@@ -23,6 +44,9 @@ def _stat(x):
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("layernorm_forward"))
     def _(x, weight, bias, eps=1e-5):
         _check("layernorm_forward", x, weight, bias)
@@ -48,11 +72,4 @@ def register(ops):
         return grad_x, grad_weight, grad_bias, None
 
     torch.library.register_autograd(ops.qualname("layernorm_forward"), backward, setup_context=setup_context)
-
-    def layernorm(x, weight, bias, eps=1e-5):
-        """LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * weight + bias, as
-        F.layer_norm(x, x.shape[-1:], weight, bias, eps). weight and bias have x's last
-        dimension as their length. Differentiable in x, weight and bias."""
-        return ops.layernorm_forward(x, weight, bias, eps)[0]
-
-    return {"layernorm": layernorm}
+    return {f.__name__: f for f in (layernorm, layernorm_forward, layernorm_backward)}

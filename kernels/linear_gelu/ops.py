@@ -1,15 +1,51 @@
-"""linear_gelu's Python face: the public function linear_gelu(), fake kernels for
-torch.compile, and autograd.
+"""linear_gelu's Python face (as pytorch/extension-cpp's ops.py): typed public functions over
+this build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build; it returns
-{"linear_gelu": linear_gelu}, which the loaded kernel exposes as k.linear_gelu (the op of the
-same name stays reachable as torch.ops.<namespace>.linear_gelu).
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.linear_gelu); k.op(name) is the dispatcher op
+itself (k.op("linear_gelu") is the y-only op below).
 
 Two forward ops: linear_gelu gives y alone (for tanh on cuBLASLt, the product and the GELU in
 one kernel); linear_gelu_forward also keeps the product before the GELU, which the backward
 needs. The public function picks the first when no gradient is wanted.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def linear_gelu(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """GELU(x @ weight.T + bias), as F.gelu(F.linear(x, weight, bias), approximate=approximate).
+
+    x [..., in_features], weight [out_features, in_features], bias [out_features]; one dtype
+    and device. approximate: 'none' (the erf form) or 'tanh'. Differentiable in x, weight
+    and bias.
+    """
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+        return _ops.linear_gelu_forward(x, weight, bias, approximate)[0]
+    return _ops.linear_gelu(x, weight, bias, approximate)
+
+
+def linear_gelu_forward(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> tuple[Tensor, Tensor]:
+    """(y, pre): linear_gelu's output and the product before the GELU, which the backward takes."""
+    return _ops.linear_gelu_forward(x, weight, bias, approximate)
+
+
+def linear_gelu_backward(grad: Tensor, x: Tensor, weight: Tensor, pre: Tensor,
+                         approximate: str = "none") -> tuple[Tensor, Tensor, Tensor]:
+    """(grad_x, grad_weight, grad_bias) from linear_gelu_forward's pre."""
+    return _ops.linear_gelu_backward(grad, x, weight, pre, approximate)
+
+
+def linear_gelu_naive(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """linear_gelu by the tutorials' kernel, one thread per output (for teaching; CUDA)."""
+    return _ops.linear_gelu_naive(x, weight, bias, approximate)
+
+
+def linear_gelu_tiled(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """linear_gelu by a shared-memory tiled kernel (for teaching; CUDA)."""
+    return _ops.linear_gelu_tiled(x, weight, bias, approximate)
 
 
 def _check(op, x, weight, bias=None):
@@ -26,6 +62,9 @@ def _out(x, weight):
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled"):
         def fake(x, weight, bias, approximate="none", name=name):
             _check(name, x, weight, bias)
@@ -73,16 +112,4 @@ def register(ops):
         return grad_x, grad_weight, grad_bias, None
 
     torch.library.register_autograd(ops.qualname("linear_gelu"), backward_y_only, setup_context=setup_y_only)
-
-    def linear_gelu(x, weight, bias, approximate="none"):
-        """GELU(x @ weight.T + bias), as F.gelu(F.linear(x, weight, bias), approximate=approximate).
-
-        x [..., in_features], weight [out_features, in_features], bias [out_features]; one dtype
-        and device. approximate: 'none' (the erf form) or 'tanh'. Differentiable in x, weight
-        and bias.
-        """
-        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
-            return ops.linear_gelu_forward(x, weight, bias, approximate)[0]
-        return ops.linear_gelu(x, weight, bias, approximate)
-
-    return {"linear_gelu": linear_gelu}
+    return {f.__name__: f for f in (linear_gelu, linear_gelu_forward, linear_gelu_backward, linear_gelu_naive, linear_gelu_tiled)}

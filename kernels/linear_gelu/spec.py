@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from workbench.spec import KernelSpec, OpSpec, Tolerance, element_bytes
+from workbench.spec import MATMUL_GRAD_TOLERANCES, MATMUL_TOLERANCES, KernelSpec, OpSpec, element_bytes, randn
 
 
 def reference(x, weight, bias, approximate):
@@ -15,18 +15,16 @@ def reference(x, weight, bias, approximate):
 
 def addmm_gelu(x, weight, bias, approximate):
     """cuBLASLt's GELU + bias epilogue through PyTorch (tanh form only). CUDA only: on the CPU,
-    torch 2.15's _addmm_activation applies the erf form (24373 of 98304 fp32 outputs off the
-    tanh reference at 32 x 768 -> 3072)."""
+    torch 2.15's _addmm_activation applies the erf form (kernels/linear_gelu/NOTES.md)."""
     return torch._addmm_activation(bias, x, weight.t(), use_gelu=True)
 
 
 def inputs_for(approximate):
     def make_inputs(shape, dtype, device, generator):
         m, k, n = shape
-        def draw(s, scale):
-            return (torch.randn(s, generator=generator, dtype=torch.float64) * scale).to(device=device, dtype=dtype)
         # nn.Linear's scale, 1/sqrt(k): products of order 1, where GELU bends
-        return draw((m, k), 1.0), draw((n, k), 1.0 / math.sqrt(max(k, 1))), draw((n,), 0.5), approximate
+        return (randn((m, k), dtype, device, generator), randn((n, k), dtype, device, generator, scale=1.0 / math.sqrt(max(k, 1))),
+                randn((n,), dtype, device, generator, scale=0.5), approximate)
     return make_inputs
 
 
@@ -40,21 +38,9 @@ def bytes_moved(shape, dtype):  # read x, W, b, write y
     return (m * k + n * k + n + m * n) * element_bytes(dtype)
 
 
-# The product rounds once to the dtype (and the erf form's GELU pass rounds again): half types
-# get twice the elementwise bounds. fp32 sums k products (cuBLAS's order, not ours).
-# Gradients: grad_W and grad_b sum over all m rows (8192 at the large size; compare lltm).
-TOLERANCES = {
-    torch.float64: Tolerance(1e-12, 1e-12, 1e-12),
-    torch.float32: Tolerance(1e-5, 1e-5, 1e-6),
-    torch.float16: Tolerance(2e-3, 2e-3, 2e-3),
-    torch.bfloat16: Tolerance(2e-2, 1.6e-2, 1e-2),
-}
-GRAD_TOLERANCES = {
-    torch.float64: Tolerance(1e-10, 1e-10, 1e-11),
-    torch.float32: Tolerance(1e-3, 1e-4, 1e-5),
-    torch.float16: Tolerance(6e-2, 1e-2, 4e-3),
-    torch.bfloat16: Tolerance(5e-1, 6e-2, 2e-2),
-}
+# A product rounded once (and the erf form's GELU pass rounds again); grad_W and grad_b sum
+# over all m rows (8192 at the large size): the matrix presets of workbench.spec.
+TOLERANCES, GRAD_TOLERANCES = MATMUL_TOLERANCES, MATMUL_GRAD_TOLERANCES
 
 # (m, k, n): one of each; the awkward sizes in every position; no rows; k = 0 (y = GELU(b));
 # both sides of the tiled route's 17..48 rows; the issue's small fp32 shape.

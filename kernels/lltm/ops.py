@@ -1,12 +1,42 @@
-"""lltm's Python face: the public function lltm(), fake kernels for torch.compile, and autograd.
+"""lltm's Python face (as pytorch/extension-cpp's ops.py): typed public functions over this
+build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build; it returns {"lltm": lltm}, which
-the loaded kernel exposes as k.lltm.
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.lltm); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def lltm(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor, old_cell: Tensor) -> tuple[Tensor, Tensor]:
+    """One step of the LLTM cell: returns (new_h, new_cell).
+
+    input [batch, features], weights [3 * state, state + features], bias [3 * state],
+    old_h and old_cell [batch, state]; all of one dtype and device. Differentiable in all five.
+    """
+    new_h, new_cell, _, _ = _ops.lltm_forward(input, weights, bias, old_h, old_cell)
+    return new_h, new_cell
+
+
+def lltm_forward(input: Tensor, weights: Tensor, bias: Tensor, old_h: Tensor,
+                 old_cell: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(new_h, new_cell, X, gates): the step and what its backward takes (X = [old_h, input],
+    the gates before their nonlinearities)."""
+    return _ops.lltm_forward(input, weights, bias, old_h, old_cell)
+
+
+def lltm_backward(grad_h: Tensor, grad_cell: Tensor, X: Tensor, gates: Tensor, weights: Tensor, bias: Tensor,
+                  old_cell: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(grad_X, grad_weights, grad_bias, grad_old_cell) from lltm_forward's X and gates."""
+    return _ops.lltm_backward(grad_h, grad_cell, X, gates, weights, bias, old_cell)
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("lltm_forward"))
     def _(input, weights, bias, old_h, old_cell):
         batch, state = old_h.shape
@@ -26,9 +56,7 @@ def register(ops):
         input, weights, bias, old_h, old_cell = inputs
         _, _, X, gates = output
         ctx.mark_non_differentiable(X, gates)
-        # No zero gradients for X and gates (nobody differentiates them): materialized, they
-        # were two [batch, 3 * state]-sized fills, 26 us a step at batch 4096 on the H100.
-        ctx.set_materialize_grads(False)
+        ctx.set_materialize_grads(False)  # X and gates get no zero gradients: 26 us a step saved (kernels/lltm/NOTES.md)
         ctx.save_for_backward(X, gates, weights, bias, old_cell)
         ctx.state = old_h.shape[1]
 
@@ -44,14 +72,4 @@ def register(ops):
         return grad_input, grad_weights, grad_bias, grad_old_h, grad_old_cell
 
     torch.library.register_autograd(ops.qualname("lltm_forward"), backward, setup_context=setup_context)
-
-    def lltm(input, weights, bias, old_h, old_cell):
-        """One step of the LLTM cell: returns (new_h, new_cell).
-
-        input [batch, features], weights [3 * state, state + features], bias [3 * state],
-        old_h and old_cell [batch, state]; all of one dtype and device. Differentiable in all five.
-        """
-        new_h, new_cell, _, _ = ops.lltm_forward(input, weights, bias, old_h, old_cell)
-        return new_h, new_cell
-
-    return {"lltm": lltm}
+    return {f.__name__: f for f in (lltm, lltm_forward, lltm_backward)}

@@ -1,7 +1,7 @@
 """relu_scale: y = max(x, 0) * alpha — reference, inputs, tolerances, bytes model, sizes."""
 import torch
 
-from workbench.spec import KernelSpec, OpSpec, element_bytes, numel, randn
+from workbench.spec import KernelSpec, OpSpec, bytes_of, randn
 
 ALPHA = 1.5
 
@@ -31,17 +31,10 @@ def make_backward_inputs(shape, dtype, device, generator):
     return (randn(shape, dtype, device, generator), with_zeros(randn(shape, dtype, device, generator)), ALPHA)
 
 
-def bytes_moved(shape, dtype):  # read x, write y
-    return 2 * numel(shape) * element_bytes(dtype)
-
-
-def bytes_moved_backward(shape, dtype):  # read grad and x, write grad_x
-    return 3 * numel(shape) * element_bytes(dtype)
-
-
 SPEC = KernelSpec(
     ops=[
-        OpSpec("relu_scale", reference, make_inputs, bytes_moved=bytes_moved, grad_inputs=(0,)),
-        OpSpec("relu_scale_backward", reference_backward, make_backward_inputs, bytes_moved=bytes_moved_backward),
+        OpSpec("relu_scale", reference, make_inputs, bytes_moved=bytes_of(2), grad_inputs=(0,)),  # read x, write y
+        OpSpec("relu_scale_backward", reference_backward, make_backward_inputs,
+               bytes_moved=bytes_of(3)),  # read grad and x, write grad_x
     ],
 )

@@ -1,10 +1,29 @@
-"""rmsnorm's Python face: the public function rmsnorm(), fake kernels for torch.compile, and
-autograd.
+"""rmsnorm's Python face (as pytorch/extension-cpp's ops.py): typed public functions over this
+build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build; it returns {"rmsnorm": rmsnorm},
-which the loaded kernel exposes as k.rmsnorm.
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.rmsnorm); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    """RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight. weight has x's last
+    dimension as its length. Differentiable in x and weight."""
+    return _ops.rmsnorm_forward(x, weight, eps)[0]
+
+
+def rmsnorm_forward(x: Tensor, weight: Tensor, eps: float = 1e-6) -> tuple[Tensor, Tensor]:
+    """(y, rstd): rmsnorm's output and the per-row 1/rms its backward takes (fp32, fp64 for fp64 x)."""
+    return _ops.rmsnorm_forward(x, weight, eps)
+
+
+def rmsnorm_backward(grad: Tensor, x: Tensor, weight: Tensor, rstd: Tensor) -> tuple[Tensor, Tensor]:
+    """(grad_x, grad_weight) from the forward's rstd."""
+    return _ops.rmsnorm_backward(grad, x, weight, rstd)
 
 
 def _check(op, x, weight):
@@ -14,6 +33,9 @@ def _check(op, x, weight):
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("rmsnorm_forward"))
     def _(x, weight, eps=1e-6):
         _check("rmsnorm_forward", x, weight)
@@ -40,10 +62,4 @@ def register(ops):
         return grad_x, grad_weight, None
 
     torch.library.register_autograd(ops.qualname("rmsnorm_forward"), backward, setup_context=setup_context)
-
-    def rmsnorm(x, weight, eps=1e-6):
-        """RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * weight. weight has x's last
-        dimension as its length. Differentiable in x and weight."""
-        return ops.rmsnorm_forward(x, weight, eps)[0]
-
-    return {"rmsnorm": rmsnorm}
+    return {f.__name__: f for f in (rmsnorm, rmsnorm_forward, rmsnorm_backward)}

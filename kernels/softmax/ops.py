@@ -1,8 +1,24 @@
-"""softmax's Python face: fake kernels for torch.compile, and autograd.
+"""softmax's Python face (as pytorch/extension-cpp's ops.py): typed public functions over this
+build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build.
+register(ops) is called by the loader with the ops of one build and returns the public
+functions, which the loaded kernel exposes (k.softmax); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def softmax(x: Tensor) -> Tensor:
+    """torch.softmax(x, dim=-1): rows of all -inf, NaN and +inf come out as PyTorch's do.
+    Differentiable in x."""
+    return _ops.softmax(x)
+
+
+def softmax_backward(grad: Tensor, y: Tensor) -> Tensor:
+    """The gradient of softmax from its output y: y * (grad - sum(grad * y)) along each row."""
+    return _ops.softmax_backward(grad, y)
 
 
 def _check_x(op, name, x):
@@ -10,6 +26,9 @@ def _check_x(op, name, x):
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("softmax"))
     def _(x):
         _check_x("softmax", "x", x)
@@ -28,3 +47,4 @@ def register(ops):
         return ops.softmax_backward(grad, y)
 
     torch.library.register_autograd(ops.qualname("softmax"), backward, setup_context=setup_context)
+    return {f.__name__: f for f in (softmax, softmax_backward)}

@@ -2,7 +2,7 @@
 A shape is the tensor's shape; softmax runs along its last dimension."""
 import torch
 
-from workbench.spec import AWKWARD_SIZES, KernelSpec, OpSpec, Tolerance, element_bytes, numel
+from workbench.spec import KernelSpec, OpSpec, Tolerance, bytes_of, randn, row_shapes, row_sizes
 
 
 def reference(x):
@@ -11,11 +11,7 @@ def reference(x):
 
 def make_inputs(shape, dtype, device, generator):
     # Spread 3: exp(x - max) spans ~e^-20..1, where a wrong max or a lost rescale shows.
-    return ((torch.randn(shape, generator=generator, dtype=torch.float64) * 3).to(device=device, dtype=dtype),)
-
-
-def bytes_moved(shape, dtype):  # read x, write y
-    return 2 * numel(shape) * element_bytes(dtype)
+    return (randn(shape, dtype, device, generator, scale=3.0),)
 
 
 # Outputs are probabilities of about 1/cols (2.4e-4 at 4096): the absolute bounds sit far below
@@ -39,16 +35,10 @@ GRAD_TOLERANCES = {
     torch.bfloat16: Tolerance(4e-3, 3e-2, 1.6e-2),
 }
 
-# The awkward lengths; a row longer than the register path holds (8192 fp32, 16384 bf16; 2048
-# when rows are not whole 16-byte vectors): the two-pass path; rows sharing blocks (17, 64).
-SHAPES = [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (130, 64), (5, 2049), (3, 4096), (2, 8200), (2, 16400)]
-ROW_SWEEP = [1 << k for k in range(8, 19)]  # 256 .. 262144 at 2^26 elements
-
 SPEC = KernelSpec(
-    ops=[OpSpec("softmax", reference, make_inputs, bytes_moved=bytes_moved, grad_inputs=(0,),
+    ops=[OpSpec("softmax", reference, make_inputs, bytes_moved=bytes_of(2), grad_inputs=(0,),  # x -> y
                 tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES)],
-    shapes=SHAPES,
-    bench_sizes={"cuda": [(4096, 1024), (16384, 4096)], "cpu": [(256, 1024), (1024, 4096)]},
-    sweep_sizes={"cuda": [((1 << 26) // n, n) for n in ROW_SWEEP],
-                 "cpu": [((1 << 20) // n, n) for n in ROW_SWEEP[:7]]},
+    shapes=row_shapes(),
+    bench_sizes=row_sizes(),
+    sweep_sizes=row_sizes(sweep=True),
 )

@@ -12,15 +12,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from cache_tools.tool_versions import file_ident, remember, remembered, tool_version
+
 from . import notices
 from .errors import ToolchainError
-from cache_tools.tool_versions import _ident, _load_version_cache, _save_version_cache, tool_version  # noqa: F401  (re-exported)
 
 DEFAULT_ARCH = "9.0"  # the H100, the GPU kwb is tuned and measured on
 
@@ -61,8 +61,8 @@ def _is_toolkit(home: Path) -> bool:
 def cuda_home() -> Path | None:
     """The CUDA toolkit: CUDA_HOME, CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda.
 
-    An nvcc on PATH may be a wrapper script outside its toolkit (seen here: /usr/local/bin/nvcc),
-    so a candidate counts only if it has both bin/nvcc and include/cuda_runtime.h."""
+    A candidate counts only with both bin/nvcc and include/cuda_runtime.h: an nvcc on PATH may
+    be a wrapper outside its toolkit (benchmarks/reference/workbench_choices.md)."""
     candidates = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     nvcc = shutil.which("nvcc")
     if nvcc:
@@ -85,16 +85,15 @@ _PROBE_SOURCE = "#include <sstream>\n#include <string>\nstd::string kwb_probe(lo
 def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> bool | None:
     """Whether `cxx -shared` links libstdc++ as a shared library (None: could not tell).
 
-    A compiler that links it statically gives the extension a private, uninitialized copy of
-    the C++ runtime: the first error message it formats crashes the process (seen on the GPU
-    machine with CXX=/opt/gcc/bin/g++, a segfault in std::ostream inside the kernel .so).
-    Probed once per compiler binary; the answer is cached with the tool versions."""
+    Statically linked, the extension's private, uninitialized C++ runtime crashes on the first
+    error message it formats (benchmarks/reference/workbench_choices.md). Probed once per
+    compiler binary; the answer is kept with the tool versions."""
     import tempfile
 
-    key = "libstdc++-shared:" + _ident(cxx)
-    cache = _load_version_cache(cache_root)
-    if key in cache:
-        return {"yes": True, "no": False}.get(cache[key])
+    key = "libstdc++-shared:" + file_ident(cxx)
+    known = remembered(key, cache_root)
+    if known is not None:
+        return {"yes": True, "no": False}.get(known)
     readelf = shutil.which("readelf")
     if readelf is None:
         return None
@@ -107,8 +106,7 @@ def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> boo
         except (OSError, subprocess.SubprocessError):
             return None
     answer = "libstdc++.so" in dyn
-    cache[key] = "yes" if answer else "no"
-    _save_version_cache(cache_root)
+    remember(key, "yes" if answer else "no", cache_root)
     return answer
 
 
@@ -175,11 +173,11 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
     soname), so there is one OpenMP thread pool. Probed once per compiler, like the runtime."""
     import tempfile
 
-    key = "openmp:" + _ident(cxx) + ":" + torch_info().version
-    cache = _load_version_cache(cache_root)
-    if key not in cache:
+    key = "openmp:" + file_ident(cxx) + ":" + torch_info().version
+    known = remembered(key, cache_root)
+    if known is None:
         if not torch_uses_libgomp():
-            cache[key] = "no"
+            known = "no"
         else:
             with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
                 src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
@@ -187,16 +185,16 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
                 try:
                     subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True,
                                    timeout=120, check=True)
-                    cache[key] = "yes"
+                    known = "yes"
                 except (OSError, subprocess.SubprocessError):  # not remembered on disk: may pass next time
                     return []
-        _save_version_cache(cache_root)
-    return ["-fopenmp"] if cache[key] == "yes" else []
+        remember(key, known, cache_root)
+    return ["-fopenmp"] if known == "yes" else []
 
 
 def fast_linker_flags() -> list[str]:
-    """lld, else gold, when installed: linking against libtorch takes 0.14 s with gold and
-    0.34 s with the default ld (2-core development machine), on every edit."""
+    """lld, else gold, when installed: 0.14 s a link against libtorch where ld takes 0.34 s
+    (benchmarks/reference/workbench_choices.md)."""
     for name, flag in (("ld.lld", "-fuse-ld=lld"), ("ld.gold", "-fuse-ld=gold")):
         if shutil.which(name):
             return [flag]
@@ -276,6 +274,3 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
             flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
     return flags
 
-
-def python_tag() -> str:
-    return f"{sys.implementation.name}{sys.version_info.major}{sys.version_info.minor}"

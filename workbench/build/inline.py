@@ -33,10 +33,11 @@ import re
 from pathlib import Path
 
 from cache_tools import layout
-
 from cache_tools.fsutil import atomic_write_text
-from .loader import cache_root, load_source, resolve_device
-from .library import Kernel
+
+from . import device as devices
+from .kernel import Kernel
+from .loader import cache_root, load_source
 from .sources import KernelSource, common_dir, identifier
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -77,22 +78,22 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
     if not functions and (cpp is None or "KWB_LIBRARY" not in cpp):
         raise ValueError("load_inline: name the functions to expose with functions=[...], or register ops yourself with KWB_LIBRARY(m) { ... } in cpp=")
     ident = identifier(name)
+    device = devices.normalize(device)
     if cuda is not None:
-        if device is None:
-            device = "cuda"
-        elif str(device) == "cpu":
+        if device == devices.CPU:
             raise ValueError("load_inline: cuda= source was given but device='cpu'; drop the cuda= source or use device='cuda'")
-    device = resolve_device(device, ident)
-    if cuda is None and device == "cuda":
-        device = "cpu"  # nothing to compile with nvcc; the ops run wherever their code does
+        device = devices.CUDA  # a cuda= part is CUDA code: it builds with nvcc or not at all
+    device = devices.choose(device, what=ident)
+    if cuda is None:
+        device = devices.CPU  # nothing to compile with nvcc; the ops run wherever their code does
 
     root = cache_root()
     entry = layout.entry_dir(root, f"{ident}-inline")
 
     def part_folder(kind: str, *content) -> Path:
         """A folder per distinct text of one part: an edit to the CUDA part leaves the C++ part's
-        path, and so its ninja command, as it was, and only the .cu recompiles (a cell's edit:
-        1.4 s instead of 9.8 s on the 2-core machine)."""
+        path, and so its ninja command, as it was, and only the .cu recompiles (1.4 s instead of
+        9.8 s: benchmarks/reference/workbench_choices.md)."""
         digest = hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
         folder = entry / "inline" / f"{kind}-{digest}"
         folder.mkdir(parents=True, exist_ok=True)

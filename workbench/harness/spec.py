@@ -1,10 +1,14 @@
 """What a kernel's spec.py declares: for each op, a reference, an input generator, tolerances
 per dtype, and a bytes/flops model; for the kernel, the shapes to check and the sizes to time.
 
-The correctness and timing harnesses (workbench.correctness, workbench.benchmark) read only this, so a
-kernel of your own gets the same checks and timings by writing a spec.py beside its sources:
+The correctness and timing harnesses (workbench.harness.correctness, .benchmark) read only this,
+so a kernel of your own gets the same checks and timings by writing a spec.py beside its
+sources (importing this module as `workbench.spec`):
 
-    SPEC = KernelSpec(ops=[OpSpec("relu_scale", reference, make_inputs, bytes_moved=...)])
+    SPEC = KernelSpec(ops=[OpSpec("relu_scale", reference, make_inputs, bytes_moved=bytes_of(2))])
+
+Below the classes: helpers for inputs (randn), bytes models (bytes_of), the shapes and sizes of
+ops over rows (row_shapes, row_sizes), and tolerance presets by what an op computes.
 
 `reference` is the op written the plain PyTorch way, with no upcasting of its own. The harness
 calls it twice over: on float64 copies of the inputs, as the reference the kernel must match,
@@ -47,6 +51,40 @@ DEFAULT_TOLERANCES = {
     torch.float32: Tolerance(1e-6, 1e-6, 1e-6),
     torch.float16: Tolerance(1e-3, 1e-3, 1e-3),
     torch.bfloat16: Tolerance(1e-2, 8e-3, 8e-3),
+}
+
+# A normalization over a row (LayerNorm, RMSNorm), outputs of order one: half types get one
+# output rounding (bf16 two units = 7.8e-3, atol for values near 0); fp32 sums the statistics
+# of up to 262144 values. Gradients: grad_x subtracts row means from grad * w (cancellation),
+# and the parameter gradients add up thousands of rows.
+ROW_NORM_TOLERANCES = {
+    torch.float64: Tolerance(1e-12, 1e-12, 1e-12),
+    torch.float32: Tolerance(1e-5, 1e-5, 1e-6),
+    torch.float16: Tolerance(2e-3, 2e-3, 1e-3),
+    torch.bfloat16: Tolerance(1.6e-2, 1.6e-2, 8e-3),
+}
+ROW_NORM_GRAD_TOLERANCES = {
+    torch.float64: Tolerance(1e-10, 1e-10, 1e-11),
+    torch.float32: Tolerance(1e-4, 1e-3, 1e-5),
+    torch.float16: Tolerance(1e-2, 1e-2, 2e-3),
+    torch.bfloat16: Tolerance(8e-2, 3e-2, 1.6e-2),
+}
+
+# A matrix product rounded once to the dtype, then nonlinear functions (LLTM, Linear + GELU):
+# half types get twice the elementwise bounds; fp32 sums k products in cuBLAS's order. The
+# weight and bias gradients sum over every row of the batch, so their error grows with it;
+# the norm-wise bound stays tight: it is what catches a wrong formula.
+MATMUL_TOLERANCES = {
+    torch.float64: Tolerance(1e-12, 1e-12, 1e-12),
+    torch.float32: Tolerance(1e-5, 1e-5, 1e-6),
+    torch.float16: Tolerance(2e-3, 2e-3, 2e-3),
+    torch.bfloat16: Tolerance(2e-2, 1.6e-2, 1e-2),
+}
+MATMUL_GRAD_TOLERANCES = {
+    torch.float64: Tolerance(1e-10, 1e-10, 1e-11),
+    torch.float32: Tolerance(1e-3, 1e-4, 1e-5),
+    torch.float16: Tolerance(6e-2, 1e-2, 4e-3),
+    torch.bfloat16: Tolerance(5e-1, 6e-2, 2e-2),
 }
 
 
@@ -120,9 +158,8 @@ class KernelSpec:
         "cuda": (torch.float32, torch.float16, torch.bfloat16),
     })
     shapes: list[tuple] = field(default_factory=lambda: [(n,) for n in AWKWARD_SIZES] + [(7, 33), (3, 5, 17), ((1 << 20) + 3,)])
-    # 2^26 is the size BASELINES.md measures. The CPU stops at 2^22: a tensor of 32 MB or more
-    # is a fresh mmap from glibc on every call, and its ~8k page faults (about 10 ms on the
-    # 2-core development machine) then outweigh the kernel, whoever's it is.
+    # CUDA: up to 2^26, the baselines' size; the CPU stops at 2^22, where glibc's fresh mmap a
+    # call costs more than the kernel (both in benchmarks/reference/workbench_choices.md).
     bench_sizes: dict | list = field(default_factory=lambda: {
         "cuda": [(1 << 20,), (1 << 26,)],
         "cpu": [(1 << 16,), (1 << 20,), (1 << 22,)],
@@ -154,14 +191,45 @@ def numel(shape) -> int:
     return n
 
 
-def randn(shape, dtype, device, generator) -> torch.Tensor:
-    """Normal random values drawn on the CPU in float64 (same values on every device for one
-    seed), then cast."""
-    return torch.randn(shape, generator=generator, dtype=torch.float64).to(device=device, dtype=dtype)
+def randn(shape, dtype, device, generator, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+    """Normal random values (times scale, plus shift) drawn on the CPU in float64 (the same
+    values on every device for one seed), then cast."""
+    values = torch.randn(shape, generator=generator, dtype=torch.float64)
+    if scale != 1.0 or shift != 0.0:
+        values = values * scale + shift
+    return values.to(device=device, dtype=dtype)
 
 
 def element_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
+
+
+def bytes_of(tensors: int, vectors: int = 0) -> Callable:
+    """A bytes model, (shape, dtype) -> bytes: `tensors` tensors of the op's shape and `vectors`
+    vectors as long as its last dimension (a bias, a weight), each read or written once.
+    relu_scale is bytes_of(2) (read x, write y); bias_gelu bytes_of(2, 1)."""
+    def bytes_moved(shape, dtype) -> int:
+        return (tensors * numel(shape) + (vectors * shape[-1] if vectors else 0)) * element_bytes(dtype)
+    return bytes_moved
+
+
+# Row lengths from 256 to 262144: where a row fits a warp, a block, the registers, or none.
+ROW_SWEEP = tuple(1 << k for k in range(8, 19))
+
+
+def row_shapes() -> list[tuple]:
+    """Shapes for an op over the last dimension: three rows of each awkward length, no rows,
+    rows sharing a block (17, 64), 16-byte vectors and their tails (2049, 4096), and rows
+    longer than a register path holds (8200, 16400: forward 8192 fp32 / 16384 bf16)."""
+    return [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (130, 64), (5, 2049), (33, 4096), (2, 8200), (2, 16400)]
+
+
+def row_sizes(sweep: bool = False) -> dict:
+    """Bench sizes (rows, cols) for an op over rows, per device: 4096 x 1024 and 16384 x 4096 on
+    a GPU; sweep: every ROW_SWEEP length at 2^26 elements (2^20 on the CPU)."""
+    if sweep:
+        return {"cuda": [((1 << 26) // n, n) for n in ROW_SWEEP], "cpu": [((1 << 20) // n, n) for n in ROW_SWEEP[:7]]}
+    return {"cuda": [(4096, 1024), (16384, 4096)], "cpu": [(256, 1024), (1024, 4096)]}
 
 
 def upcast(t):

@@ -33,14 +33,14 @@ class Markdown(str):
 def device() -> str:
     """"cuda" where kwb builds for a GPU (one is visible, and nvcc is there), else "cpu": what
     wb.load picks, so a notebook's inputs land where its kernels run."""
-    from .loader import resolve_device
+    from ..build import device as devices
 
-    return resolve_device(None, "the notebook's kernels")
+    return devices.choose(None, what="the notebook's kernels")
 
 
 def banner(dev: str) -> Markdown:
     """One line naming the machine, and on a CPU saying what the numbers below are."""
-    from .results import environment
+    from ..harness.results import environment
 
     env = environment(dev)
     if dev == "cuda":
@@ -104,7 +104,7 @@ def source(kernel, file: str, match: str | None = None, lines: tuple[int, int] |
     whole, or `lines` (first, last; 1-based), or the block that starts on the first line
     containing `match` (through its closing brace), with `before` lines above it."""
     if kernel == "common":
-        from .sources import common_dir
+        from ..build.sources import common_dir
 
         folder = common_dir()
     else:
@@ -238,7 +238,7 @@ def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
 def fusion(kernel, op: str, shape: tuple, dtype: torch.dtype, dev: str, ceiling: float, seed: int = 0) -> Markdown:
     """why_fuse for one op of a loaded kernel: its spec's reference (the PyTorch a person would
     write) against the kernel's op, on the spec's inputs of `shape`, priced at `ceiling`."""
-    from .correctness import select_ops
+    from ..harness.cases import select_ops
 
     (entry,) = select_ops(kernel.spec.SPEC, [op], kernel.name)
     gen = torch.Generator().manual_seed(seed)

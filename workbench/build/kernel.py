@@ -1,4 +1,4 @@
-"""Loading a finished build into this process and giving its ops a face.
+"""Kernel: a finished build loaded into this process, its ops as attributes.
 
 Each build is registered under its own dispatcher namespace, kwb_<kernel>_<id>, where <id>
 hashes the build key and the kernel's ops.py: an edited kernel (or an edited ops.py) gets
@@ -17,9 +17,10 @@ from types import ModuleType
 
 import torch
 
+from cache_tools.fsutil import sha256_file
+
 from .builder import Build
 from .errors import LoadError
-from cache_tools.fsutil import sha256_file
 from .sources import KernelSource
 
 _loaded: dict[str, "Kernel"] = {}  # namespace -> Kernel, for this process
@@ -28,7 +29,7 @@ _lock = threading.Lock()
 
 
 class OpNamespace:
-    """What ops.py's register() receives: the ops of one loaded build."""
+    """What ops.py's register() receives: the ops of one loaded build, `ops.relu_scale`."""
 
     def __init__(self, namespace: str):
         self.namespace = namespace
@@ -40,7 +41,9 @@ class OpNamespace:
     def __getattr__(self, op: str):
         if op.startswith("__"):
             raise AttributeError(op)
-        return getattr(getattr(torch.ops, self.namespace), op)
+        packet = getattr(getattr(torch.ops, self.namespace), op)
+        self.__dict__[op] = packet  # found once: a wrapper's every call is then a plain attribute
+        return packet
 
 
 class Kernel:
@@ -81,8 +84,16 @@ class Kernel:
 
     @property
     def info(self) -> dict:
-        """The build's manifest: sources, headers, flags, versions, timings."""
-        return dict(self.build.manifest)
+        """The build's manifest as a dict: sources, headers, flags, versions, timings."""
+        return self.build.manifest.to_dict()
+
+    def op(self, name: str):
+        """The dispatcher op `name` of this build (torch.ops.<namespace>.<name>), even where
+        ops.py's public function of that name shadows it: for torch.library.opcheck, say."""
+        try:
+            return getattr(getattr(torch.ops, self.namespace), name)
+        except (AttributeError, RuntimeError):
+            raise AttributeError(f"kernel {self.name!r} has no dispatcher op {name!r}; its ops: {', '.join(self.ops) or 'none'}") from None
 
     def __getattr__(self, op: str):
         if op.startswith("_"):
@@ -103,17 +114,17 @@ class Kernel:
     def _repr_markdown_(self) -> str:
         """A notebook's view of the build: what it is, where it lives, what went into its key."""
         m = self.build.manifest
-        versions = m.get("config", {}).get("versions", {})
-        how = f"built in {m.get('build_seconds', 0):.1f} s" if self.build.compiled else "loaded from the cache"
+        how = f"built in {m.build_seconds:.1f} s" if self.build.compiled else "loaded from the cache"
         rows = [("ops", ", ".join(f"`{o}`" for o in self.ops)),
-                ("build", f"{how}; {m.get('warnings', 0)} warnings"),
+                ("build", f"{how}; {m.warnings} warnings"),
                 ("key", f"`{self.key[:16]}`"),
-                ("library", f"`{self.library_path}` ({m.get('library_size', 0) / 1024:.0f} KiB)"),
-                ("sources", ", ".join(f"`{Path(p).name}`" for p in m.get("sources", {}))),
-                ("headers", ", ".join(f"`{Path(p).name}`" for p in m.get("headers", {})) or "-"),
-                ("arch", ", ".join(m.get("config", {}).get("archs", [])) or "-"),
-                ("toolchain", f"torch {versions.get('torch')}, CUDA {versions.get('torch_cuda')}, {versions.get('nvcc') or versions.get('cxx')}"),
-                ("build log", f"`{m.get('build_log')}`")]
+                ("library", f"`{self.library_path}` ({m.library_size / 1024:.0f} KiB)"),
+                ("sources", ", ".join(f"`{Path(p).name}`" for p in m.sources)),
+                ("headers", ", ".join(f"`{Path(p).name}`" for p in m.headers) or "-"),
+                ("arch", ", ".join(m.archs) or "-"),
+                ("toolchain", f"torch {m.versions.get('torch')}, CUDA {m.versions.get('torch_cuda')}, "
+                              f"{m.versions.get('nvcc') or m.versions.get('cxx')}"),
+                ("build log", f"`{m.build_log}`")]
         body = "\n".join(f"| {k} | {v} |" for k, v in rows)
         return f"**{self.name}** ({self.device})\n\n| | |\n|---|---|\n{body}\n"
 
@@ -148,7 +159,7 @@ def namespace_for(source: KernelSource, build: Build) -> str:
     return f"kwb_{source.name}_{h.hexdigest()[:12]}"
 
 
-def load(source: KernelSource, build: Build) -> Kernel:
+def load_library(source: KernelSource, build: Build) -> Kernel:
     namespace = namespace_for(source, build)
     with _lock:
         if namespace in _loaded:

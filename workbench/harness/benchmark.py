@@ -9,7 +9,7 @@ reference (and a vendor library where the spec names one), in one run, on the sp
 
 Each (op, dtype, size): inputs from the spec's make_inputs; every provider's output is
 validated against the float64 reference before it is timed (the kernel to its tolerance,
-the baselines to ten times it: they round in more places); then workbench.timing measures it.
+the baselines to ten times it: they round in more places); then workbench.harness.timing measures it.
 A row per provider carries the median and p20/p80, GB/s from the spec's bytes model and its
 share of the copy ceiling measured at the start of the run, TFLOP/s where the spec counts
 flops, and the speedup over eager and torch.compile. When a size runs under ~10 us, every
@@ -27,15 +27,18 @@ from typing import Callable
 
 import torch
 
+from ..build import device as devices
 from . import results, timing
-from .correctness import (case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device, new_seed,
-                          output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
-                          tolerance_for)
+from .cases import (Case, as_list, case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device,
+                    new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
+                    tolerance_for)
 from .compare import compare
 from .spec import OpSpec, Tolerance, numel, upcast
+from .views import Rendered
 
 KWB, EAGER, COMPILE = "kwb", "eager", "torch.compile"
 BASELINES = ("eager", "compile", "vendor")
+FWD_BWD = " fwd+bwd"  # the op column of a training-step row: "bias_gelu fwd+bwd"
 MAX_INPUT_COPIES = 256  # graph timing rotates over this many input copies at most
 GRAPH_CALLS_S = 1e-3  # a graph holds about this much work
 
@@ -53,7 +56,10 @@ def parse_baselines(value) -> tuple[str, ...]:
 
 
 @dataclass
-class BenchReport:
+class BenchReport(Rendered):
+    """What wb.bench measured: a row per (op, dtype, size, provider, method), as bench.csv holds
+    them. print() it for a table (workbench.report renders it)."""
+
     env: results.Environment
     ceiling: float  # bytes/s of the device's copy
     rows: list[dict] = field(default_factory=list)
@@ -72,30 +78,15 @@ class BenchReport:
         return kwb_failures(self.rows)
 
 
-
-    def __str__(self) -> str:
-        from .render import bench_text
-
-        return bench_text(self)
-
-    def _repr_markdown_(self) -> str:
-        from .render import bench_markdown
-
-        return bench_markdown(self.rows, self.env)
-
-
 def kwb_failures(rows: list[dict]) -> list[dict]:
     """The kernel's own rows that did not time: a wrong result or an error (a baseline that
     fails to compile is reported, but is not the kernel's failure)."""
     return [r for r in rows if r["provider"] == KWB and r["status"] != "ok"]
 
 
-def _clone_args(args):
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-
-
-class _Session:
-    """What one bench run shares: the device, its timer, its copy ceiling, the environment."""
+class Session:
+    """What one bench run shares across kernels: the device, its timer, its copy ceiling and
+    the environment every row carries."""
 
     def __init__(self, device: str, env: results.Environment | None = None, ceiling: float | None = None):
         self.device = device
@@ -104,9 +95,27 @@ class _Session:
         self.ceiling = ceiling or timing.copy_ceiling(device, self.timer)
         # The CPU is timed with fewer samples: a 2-core machine must finish `kwb run` in minutes.
         self.limits = dict(min_samples=timing.MIN_SAMPLES, max_samples=timing.MAX_SAMPLES, budget_s=timing.BUDGET_S) \
-            if device == "cuda" else dict(min_samples=5, max_samples=50, budget_s=0.1)
+            if device == devices.CUDA else dict(min_samples=5, max_samples=50, budget_s=0.1)
         self.l2 = (getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)) \
-            if device == "cuda" else 0
+            if device == devices.CUDA else 0
+
+
+def new_session(device: str, env: results.Environment | None = None) -> Session:
+    return Session(device, env)
+
+
+@dataclass
+class Plan:
+    """How one bench call times its cases: in which session, beside which baselines."""
+
+    session: Session
+    baselines: tuple[str, ...] = BASELINES
+    graphs: bool = True  # also time CUDA-graph replays of sizes under timing.GRAPH_THRESHOLD_US
+    progress: Callable[[], None] | None = None  # called once per provider measured
+
+    def advance(self, n: int = 1) -> None:
+        for _ in range(n if self.progress else 0):
+            self.progress()
 
 
 def _compiled(fn: Callable) -> Callable:
@@ -124,19 +133,22 @@ def _compiled(fn: Callable) -> Callable:
     return torch.compile(fresh, fullgraph=True, dynamic=False)
 
 
-def _row(kernel, op, provider, dtype, shape, method, stats, nbytes, flops, s: _Session, status="ok") -> dict:
+# ---- rows ------------------------------------------------------------------------------------
+
+
+def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str = "ok") -> dict:
+    s = plan.session
     row = dict.fromkeys(results.BENCH_COLUMNS)  # every column, None where nothing was measured
-    row.update(kernel=kernel, op=op, provider=provider, dtype=dtype_name(dtype) if isinstance(dtype, torch.dtype) else dtype,
-               shape="x".join(map(str, shape)), numel=numel(shape), method=method, status=status,
-               ceiling_gbps=round(s.ceiling / 1e9, 1), **s.env.columns())
+    row.update(kernel=case.kernel, op=case.op, provider=provider, dtype=dtype_name(case.dtype), shape="x".join(map(str, case.shape)),
+               numel=numel(case.shape), method=method, status=status, ceiling_gbps=round(s.ceiling / 1e9, 1), **s.env.columns())
     if stats is None:
         return row
     sec = stats.median
     row.update(median_us=stats.median * 1e6, p20_us=stats.p20 * 1e6, p80_us=stats.p80 * 1e6, samples=stats.n)
-    if nbytes:
-        row.update(gbps=nbytes / sec / 1e9, pct_of_ceiling=100 * nbytes / sec / s.ceiling)
-    if flops:
-        row.update(tflops=flops / sec / 1e12)
+    if case.nbytes:
+        row.update(gbps=case.nbytes / sec / 1e9, pct_of_ceiling=100 * case.nbytes / sec / s.ceiling)
+    if case.flops:
+        row.update(tflops=case.flops / sec / 1e12)
     return row
 
 
@@ -151,74 +163,74 @@ def _add_speedups(rows: list[dict], vendor: str | None) -> None:
                 r[column] = base["median_us"] / r["median_us"]
 
 
-def _error_rows(kernel, op, providers, dtype, shape, s: "_Session", message: str) -> list[dict]:
-    return [_row(kernel, op, p, dtype, shape, s.timer.method, None, None, None, s, status=f"error: {message}"[:300]) for p in providers]
+def _error_rows(case: Case, providers, plan: Plan, message: str) -> list[dict]:
+    plan.advance(len(providers))
+    return [_row(case, p, plan.session.timer.method, None, plan, status=f"error: {message}"[:300]) for p in providers]
 
 
-def _bench_one(kernel: str, op: str, providers: dict[str, Callable], args, reference: Callable, tol: Tolerance,
-               nbytes: int | None, flops: float | None, dtype, shape, s: _Session, graphs: bool, progress,
-               vendor: str | None = None, baseline_tol: Tolerance | None = None) -> list[dict]:
+# ---- timing one case -------------------------------------------------------------------------
+
+
+def _validation_error(provider: str, fn: Callable, case: Case, refs: list, wants: list) -> str | None:
+    """Why the provider's output is wrong (not timed then), or None. The kernel runs poisoned,
+    as in wb.check: unpoisoned, an element it never wrote can hold the right value by luck (seen
+    on torch 2.11: the output reused the block the reference just freed). Baselines run as they
+    are (deterministic mode is in torch.compile's guards), judged by their looser tolerance."""
+    tol = case.tolerance if provider == KWB else case.baseline_tolerance
+    with poisoned_outputs() if provider == KWB else contextlib.nullcontext():
+        outs = as_list(fn(*case.args))
+    if len(outs) != len(refs):
+        return f"{len(outs)} outputs, the reference {len(refs)}"
+    for i, (o, r, w) in enumerate(zip(outs, refs, wants)):
+        verdict = compare(o, r, tol, output_label(i, len(refs)), w)
+        if not verdict.passed:
+            return verdict.reason if verdict.what == "output" else f"{verdict.what}: {verdict.reason}"
+    return None
+
+
+def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: str | None = None,
+               graphs: bool = True) -> list[dict]:
+    """Validate each provider on the case's arguments, then time it; a row each (and CUDA-graph
+    rows where the case is small enough)."""
+    s = plan.session
     try:
         with torch.no_grad():
-            refs = _as_list(reference(*[upcast(a) for a in args]))
+            refs = as_list(case.reference(*[upcast(a) for a in case.args]))
             try:  # the dtypes the plain PyTorch op returns, which the kernel's outputs must have
-                wants = [getattr(t, "dtype", None) for t in _as_list(reference(*args))]
+                wants = [getattr(t, "dtype", None) for t in as_list(case.reference(*case.args))]
             except Exception:
                 wants = [None] * len(refs)
     except Exception as e:
-        if progress:
-            for _ in providers:
-                progress()
-        return _error_rows(kernel, op, providers, dtype, shape, s, f"the reference raised {error_text(e)}")
-    loose = baseline_tol or Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
+        return _error_rows(case, providers, plan, f"the reference raised {error_text(e)}")
     rows, timed = [], {}
     for provider, fn in providers.items():
-        call = functools.partial(fn, *args)
         try:
             with torch.no_grad():
-                # The validation run (and torch.compile's compile). The kernel's runs poisoned, as
-                # in wb.check: unpoisoned, an element it never wrote can hold the right value by
-                # luck (seen on torch 2.11: the output reused the block the reference just freed).
-                # Baselines run as they are: deterministic mode is in torch.compile's guards.
-                with poisoned_outputs() if provider == KWB else contextlib.nullcontext():
-                    outs = _as_list(call())
-                wrong = next((v for v in (compare(o, r, tol if provider == KWB else loose, output_label(i, len(refs)), w)
-                                          for i, (o, r, w) in enumerate(zip(outs, refs, wants))) if not v.passed), None)
-                if len(outs) != len(refs):
-                    wrong = f"{len(outs)} outputs, the reference {len(refs)}"
-                del outs
+                wrong = _validation_error(provider, fn, case, refs, wants)  # also torch.compile's compile
                 if wrong is not None:
-                    reason = wrong if isinstance(wrong, str) else \
-                        (wrong.reason if wrong.what == "output" else f"{wrong.what}: {wrong.reason}")
-                    rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
-                                     status=f"wrong result, not timed: {reason}"))
+                    rows.append(_row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}"))
                     continue
-                stats = timing.measure(call, s.timer, **s.limits)
+                stats = timing.measure(functools.partial(fn, *case.args), s.timer, **s.limits)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
-            rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, None, nbytes, flops, s,
-                             status=f"error: {error_text(e)}"[:300]))
+            rows.append(_row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300]))
             continue
         finally:
-            if progress:
-                progress()
-        rows.append(_row(kernel, op, provider, dtype, shape, s.timer.method, stats, nbytes, flops, s))
+            plan.advance()
+        rows.append(_row(case, provider, s.timer.method, stats, plan))
         timed[provider] = (fn, stats.median)
     fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
-    if graphs and s.device == "cuda" and fastest < timing.GRAPH_THRESHOLD_US:
-        rows += _graph_rows(kernel, op, timed, args, nbytes, flops, dtype, shape, s)
+    if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
+        rows += _graph_rows(case, timed, plan)
     _add_speedups(rows, vendor)
     return rows
 
 
-def _as_list(out) -> list:
-    return list(out) if isinstance(out, (tuple, list)) else [out]
-
-
-def _graph_rows(kernel, op, providers, args, nbytes, flops, dtype, shape, s: _Session) -> list[dict]:
+def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
     """Replays of a CUDA graph of k calls per provider, rotating over enough input copies that
     together they overflow the L2 (up to MAX_INPUT_COPIES), so the data still comes from HBM."""
-    copies = max(1, min(MAX_INPUT_COPIES, math.ceil(2 * s.l2 / max(nbytes or 1, 1))))
-    sets = [args] + [_clone_args(args) for _ in range(copies - 1)]
+    s = plan.session
+    copies = max(1, min(MAX_INPUT_COPIES, math.ceil(2 * s.l2 / max(case.nbytes or 1, 1))))
+    sets = [case.args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args) for _ in range(copies - 1)]
     rows = []
     for provider, (fn, seconds) in providers.items():
         try:
@@ -228,14 +240,14 @@ def _graph_rows(kernel, op, providers, args, nbytes, flops, dtype, shape, s: _Se
                 replay = timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)])
                 stats = timing.measure(replay, s.timer, per_call=k, **s.limits)
         except Exception as e:
-            rows.append(_row(kernel, op, provider, dtype, shape, "cuda_graph", None, nbytes, flops, s,
+            rows.append(_row(case, provider, "cuda_graph", None, plan,
                              status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}"))
             continue
-        rows.append(_row(kernel, op, provider, dtype, shape, "cuda_graph", stats, nbytes, flops, s))
+        rows.append(_row(case, provider, "cuda_graph", stats, plan))
     return rows
 
 
-FWD_BWD = " fwd+bwd"  # the op column of a training-step row: "bias_gelu fwd+bwd"
+# ---- training steps --------------------------------------------------------------------------
 
 
 def _training_step(fn: Callable, grad_inputs, grad_outputs: list) -> Callable:
@@ -247,7 +259,7 @@ def _training_step(fn: Callable, grad_inputs, grad_outputs: list) -> Callable:
             leaves = list(args)
             for i in grad_inputs:
                 leaves[i] = args[i].detach().requires_grad_(True)
-            outs = _as_list(fn(*leaves))
+            outs = as_list(fn(*leaves))
             diff = [(o, g) for o, g in zip(outs, grad_outputs) if isinstance(o, torch.Tensor) and o.requires_grad]
             grads = torch.autograd.grad([o for o, _ in diff], [leaves[i] for i in grad_inputs],
                                         [g.to(o.dtype) for o, g in diff], allow_unused=True)
@@ -259,92 +271,105 @@ def _output_gradients(op: OpSpec, args, gen: torch.Generator) -> list:
     """A random gradient for each floating output of the plain op (fixed for the whole
     measurement: drawing it per step would time the random generator)."""
     with torch.no_grad():
-        outs = _as_list(op.reference(*args))
+        outs = as_list(op.reference(*args))
     return [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype)
             if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
 
 
-def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, baselines, s: _Session, graphs, progress, seed,
-                  backward: bool = False) -> list[dict]:
+# ---- kernels with a spec ---------------------------------------------------------------------
+
+
+def _kernel_case(kernel, op: OpSpec, device: str, dtype, size, seed: int, train: bool, providers: dict) -> Case:
+    """The case of one (op, dtype, size), forward or (train) forward and backward; providers
+    (name -> the function timed) are turned into training steps in place when train is set."""
+    name = op.name + (FWD_BWD if train else "")
+    s = case_seed(seed, name, dtype_name(dtype), size)
+    gen = torch.Generator().manual_seed(s)
+    case = Case(kernel.name, name, providers[KWB], op.reference, (), dtype, tuple(size), s, op.tolerance(dtype))
+    case.args = tuple(op.make_inputs(size, dtype, device, gen))
+    tol = case.tolerance
+    if train:  # every provider (and the float64 reference) runs forward + backward
+        grad_tol = op.tolerance(dtype, grad=True)
+        tol = case.tolerance = Tolerance(max(tol.atol, grad_tol.atol), max(tol.rtol, grad_tol.rtol),
+                                         max(tol.rel_l2 or tol.rtol, grad_tol.rel_l2 or grad_tol.rtol))
+        grads = _output_gradients(op, case.args, gen)
+        for p, fn in providers.items():
+            providers[p] = _training_step(fn, op.grad_inputs, grads)
+        case.fn, case.reference = providers[KWB], _training_step(op.reference, op.grad_inputs, grads)
+        # Baselines' steps are held to the norm-wise bound only: eager bf16 sums gradients it has
+        # rounded (bias_gelu's grad_bias at 8192 x 8192: 24 of 8192 sums off by ~0.3 where they
+        # cancel), a real difference in accuracy, not a different function.
+        case.baseline_tolerance = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol), elementwise=False)
+    else:
+        case.nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
+        case.flops = op.flops(size, dtype) if op.flops else None
+        case.baseline_tolerance = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol))
+    return case
+
+
+def _bench_op(kernel, op: OpSpec, device: str, dtype, size, seed: int, train: bool, plan: Plan) -> list[dict]:
+    """One (op, dtype, size): its forward, or (train) its forward and backward together."""
+    vendor = op.vendor_name if "vendor" in plan.baselines and op.vendor_on(device) and not train else None
+    providers = {KWB: getattr(kernel, op.kernel_op)}
+    if "eager" in plan.baselines:
+        providers[EAGER] = op.eager_fn
+    if "compile" in plan.baselines:
+        providers[COMPILE] = _compiled(op.eager_fn)
+    if vendor:
+        providers[vendor] = op.vendor
+    try:  # a spec that cannot set up this size fails its rows, not the run
+        case = _kernel_case(kernel, op, device, dtype, size, seed, train, providers)
+    except Exception as e:
+        failed = Case(kernel.name, op.name + (FWD_BWD if train else ""), providers[KWB], op.reference, (), dtype, tuple(size),
+                      0, Tolerance(0, 0))
+        return _error_rows(failed, providers, plan, f"spec: {error_text(e)}")
+    # No CUDA-graph rows for a training step: autograd's backward runs on its own threads.
+    return _time_case(case, providers, plan, vendor, graphs=not train)
+
+
+def _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, seed, backward: bool, plan: Plan) -> list[dict]:
     spec = spec_of(kernel)
     rows = []
     for op in select_ops(spec, ops, kernel.name):
-        vendor = op.vendor_name if "vendor" in baselines and op.vendor_on(device) else None
         passes = [False, True] if backward and op.grad_inputs else [False]
         for dtype in select_dtypes(spec, dtypes, device, kernel.name):
             for size in [tuple(x) for x in (sizes or spec.sizes_for(device, sweep))]:
                 for train in passes:
-                    rows += _bench_case(kernel, op, device, dtype, size, baselines, vendor, s, graphs, progress, seed, train)
+                    rows += _bench_op(kernel, op, device, dtype, size, seed, train, plan)
     return rows
 
 
-def _bench_case(kernel, op: OpSpec, device, dtype, size, baselines, vendor, s: _Session, graphs, progress, seed,
-                train: bool) -> list[dict]:
-    """One (op, dtype, size): its forward, or (train) its forward and backward together."""
-    providers = {KWB: getattr(kernel, op.kernel_op)}
-    if "eager" in baselines:
-        providers[EAGER] = op.eager_fn
-    if "compile" in baselines:
-        providers[COMPILE] = _compiled(op.eager_fn)
-    if vendor and not train:
-        providers[vendor] = op.vendor
-    name = op.name + (FWD_BWD if train else "")
-    gen = torch.Generator().manual_seed(case_seed(seed, name, dtype_name(dtype), size))
-    try:  # a spec that cannot set up this size fails its rows, not the run
-        tol = op.tolerance(dtype)
-        args = op.make_inputs(size, dtype, device, gen)
-        nbytes = op.bytes_moved(size, dtype) if op.bytes_moved and not train else None
-        flops = op.flops(size, dtype) if op.flops and not train else None
-        reference = op.reference
-        if train:  # every provider (and the float64 reference) runs forward + backward
-            grad_tol = op.tolerance(dtype, grad=True)
-            tol = Tolerance(max(tol.atol, grad_tol.atol), max(tol.rtol, grad_tol.rtol),
-                            max(tol.rel_l2 or tol.rtol, grad_tol.rel_l2 or grad_tol.rtol))
-            grads = _output_gradients(op, args, gen)
-            providers = {p: _training_step(fn, op.grad_inputs, grads) for p, fn in providers.items()}
-            reference = _training_step(op.reference, op.grad_inputs, grads)
-    except Exception as e:
-        if progress:
-            for _ in providers:
-                progress()
-        return _error_rows(kernel.name, name, providers, dtype, size, s, f"spec: {error_text(e)}")
-    # Baselines' steps are held to the norm-wise bound only: eager bf16 sums gradients it has
-    # rounded (bias_gelu's grad_bias at 8192 x 8192: 24 of 8192 sums off by ~0.3 where they
-    # cancel), a real difference in accuracy, not a different function.
-    baseline_tol = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol), elementwise=False) if train else None
-    # No CUDA-graph rows for a training step: autograd's backward runs on its own threads.
-    return _bench_one(kernel.name, name, providers, args, reference, tol, nbytes, flops, dtype, size, s,
-                      graphs and not train, progress, vendor, baseline_tol)
+# ---- a function of your own ----------------------------------------------------------------
 
 
-def _bench_function(fn, reference, inputs, label, name, baselines, bytes_moved, flops, tolerance, s: _Session, graphs, progress) -> list[dict]:
+def _bench_function(fn, reference, inputs, label, name, bytes_moved, flops, tolerance, plan: Plan) -> list[dict]:
     rows = []
     for args in input_sets(inputs):
         first = first_tensor(args)
         dtype = first.dtype if first is not None else torch.float32
         shape = tuple(first.shape) if first is not None else ()
         providers = {label: fn}
-        if reference is not None and "eager" in baselines:
+        if reference is not None and "eager" in plan.baselines:
             providers[EAGER] = reference
-        if reference is not None and "compile" in baselines:
+        if reference is not None and "compile" in plan.baselines:
             providers[COMPILE] = _compiled(reference)
         if bytes_moved is None:  # each tensor argument read once, the output written once
             with torch.no_grad():  # the output's size from the reference: the kernel's first run is the poisoned check
-                out = (reference or fn)(*args)
-            outs = out if isinstance(out, (tuple, list)) else [out]
-            nbytes = sum(a.numel() * a.element_size() for a in list(args) + list(outs) if isinstance(a, torch.Tensor))
+                outs = as_list((reference or fn)(*args))
+            nbytes = sum(a.numel() * a.element_size() for a in list(args) + outs if isinstance(a, torch.Tensor))
         else:
             nbytes = bytes_moved(shape, dtype) if callable(bytes_moved) else bytes_moved
-        nflops = flops(shape, dtype) if callable(flops) else flops
         tol = tolerance_for(tolerance, dtype)
-        ref = reference or fn
-        rows += _bench_one(name, name, providers, args, ref, tol, nbytes, nflops, dtype, shape, s, graphs, progress)
+        case = Case(name, name, fn, reference or fn, tuple(args), dtype, shape, 0, tol,
+                    nbytes=nbytes, flops=flops(shape, dtype) if callable(flops) else flops,
+                    baseline_tolerance=Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol)))
+        rows += _time_case(case, providers, plan)
     return rows
 
 
 def bench(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, sizes=None,
           sweep: bool = False, baselines=None, graphs: bool = True, bytes_moved=None, flops=None, tolerance=None,
-          name: str | None = None, label: str = KWB, seed: int | None = None, session: _Session | None = None,
+          name: str | None = None, label: str = KWB, seed: int | None = None, session: Session | None = None,
           progress: Callable[[], None] | None = None, backward: bool = False) -> BenchReport:
     """Time a kernel (or a function) beside its baselines; returns a BenchReport.
 
@@ -371,15 +396,14 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         if inputs is None:
             raise ValueError("inputs: timing a function needs inputs=: a tuple of arguments, or a list of them")
         first = first_tensor(input_sets(inputs)[0])
-        dev = str(first.device.type) if first is not None else "cpu"
-        s = session or _Session(dev)
-        rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"), chosen,
-                               bytes_moved, flops, tolerance, s, graphs, progress)
-        return BenchReport(s.env, s.ceiling, rows)
+        plan = Plan(session or Session(str(first.device.type) if first is not None else devices.CPU), chosen, graphs, progress)
+        rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"),
+                               bytes_moved, flops, tolerance, plan)
+        return BenchReport(plan.session.env, plan.session.ceiling, rows)
     kernel, device = kernel_and_device(target, device)
-    s = session or _Session(device)
-    rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, chosen, s, graphs, progress, seed, backward)
-    return BenchReport(s.env, s.ceiling, rows)
+    plan = Plan(session or Session(device), chosen, graphs, progress)
+    rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, seed, backward, plan)
+    return BenchReport(plan.session.env, plan.session.ceiling, rows)
 
 
 def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, sweep=False, baselines=None,
@@ -393,8 +417,3 @@ def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, s
             n_prov += 1 + ("eager" in chosen) + ("compile" in chosen)
         total += n_prov * len(select_dtypes(spec, dtypes, device, kernel.name)) * len(sizes or spec.sizes_for(device, sweep))
     return total
-
-
-def new_session(device: str, env: results.Environment | None = None) -> _Session:
-    return _Session(device, env)
-

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KwbError
+from ..build.errors import KwbError
 
 BENCH_COLUMNS = [
     "kernel", "op", "provider", "dtype", "shape", "numel", "method",
@@ -89,11 +89,11 @@ def _cpu_name() -> str:
 def kwb_version() -> str:
     """'0.1.0+<git describe>' from a checkout; KWB_GIT_DESCRIBE names it where there is no .git
     (a copy of the tree on another machine); else the package version alone."""
-    from . import __version__
+    from workbench import __version__  # the package's one version string
 
     described = os.environ.get("KWB_GIT_DESCRIBE", "").strip()
     if not described:
-        top = Path(__file__).resolve().parent.parent
+        top = Path(__file__).resolve().parents[2]
         if (top / ".git").exists():
             try:
                 described = subprocess.run(["git", "-C", str(top), "describe", "--always", "--dirty"],

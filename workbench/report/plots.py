@@ -19,7 +19,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from .compare import histogram_edges
+from ..harness.compare import histogram_edges
 from .render import size_text
 
 PROVIDER_STYLE = {"kwb": dict(color="#d62728", lw=2.2), "eager": dict(color="#1f77b4"), "torch.compile": dict(color="#2ca02c")}
@@ -200,7 +200,7 @@ def check_errors(source) -> Figure:
     """Distribution of the relative error |out - ref| / |ref| over the checked elements with
     |ref| >= atol, one panel per dtype, a line per (op, output), the rtol dotted."""
     if hasattr(source, "error_histograms"):
-        from .results import environment
+        from ..harness.results import environment
 
         rows = source.error_histograms()
         title = f"{source.target}: {environment(source.device).title()}"
@@ -274,7 +274,7 @@ def plot_results(folder, out=None, latest: str = "run") -> list[Path]:
     """Every plot of a results folder (its bench.csv and check_errors.csv) into out (default
     folder/plots). latest="run": the newest run's rows; "each": the newest row of every
     measurement, across runs."""
-    from . import results
+    from ..harness import results
 
     folder = Path(folder)
     pick = results.latest_run if latest == "run" else results.latest_per_measurement

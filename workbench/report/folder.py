@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import plots, results
 from cache_tools.fsutil import atomic_write_text
+
+from ..harness import results
+from . import plots
 from .render import bench_markdown, check_markdown, headline_markdown
 
 

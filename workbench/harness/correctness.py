@@ -12,104 +12,25 @@ How each case runs:
   2. the op runs with torch's deterministic fill on, so every tensor allocated with
      at::empty inside it starts as NaN: an unwritten element cannot pass as a lucky 0;
   3. the reference runs on float64 copies of the inputs; each output is compared
-     (workbench.compare), and its dtype must be what the plain PyTorch op returns;
+     (workbench.harness.compare), and its dtype must be what the plain PyTorch op returns;
   4. where the op has gradients, a random output gradient is pushed back through both and
      the input gradients are compared the same way.
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
-import secrets
-import warnings
-import zlib
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
+from ..build import device as devices
+from .cases import (Case, as_list, case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device,
+                    new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
+                    tolerance_for)
 from .compare import Comparison, compare, histogram_edges
-from .errors import KwbError
-from .spec import AWKWARD_SIZES, DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, upcast
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-_DTYPE_ALIASES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32, "f32": torch.float32,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16, "f16": torch.float16,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float64": torch.float64, "fp64": torch.float64, "double": torch.float64, "f64": torch.float64,
-}
-
-
-def parse_dtype(value) -> torch.dtype:
-    """torch.float32, 'float32', 'fp32', 'bf16', ... -> a torch dtype."""
-    if isinstance(value, torch.dtype):
-        return value
-    key = str(value).strip().lower().removeprefix("torch.")
-    if key not in _DTYPE_ALIASES:
-        raise ValueError(f"dtype {value!r} is not one of float32, float16, bfloat16, float64 (or fp32, fp16, bf16, fp64)")
-    return _DTYPE_ALIASES[key]
-
-
-def parse_dtypes(value) -> list[torch.dtype] | None:
-    """None, one dtype or name, or a list of them -> a list of torch dtypes (None stays None)."""
-    if value is None:
-        return None
-    return [parse_dtype(d) for d in ([value] if isinstance(value, (str, torch.dtype)) else value)]
-
-
-def error_text(e: BaseException) -> str:
-    """'KeyError: first line of the message', for a case or row that failed by raising."""
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
-
-
-def input_sets(inputs) -> list[tuple]:
-    """inputs= of a function check or bench: one tuple of arguments, or a list of them."""
-    sets = [inputs] if isinstance(inputs, tuple) else list(inputs)
-    if not sets or not all(isinstance(x, (tuple, list)) for x in sets):
-        raise ValueError("inputs: give a tuple of arguments, a list of such tuples, or (to check) a function "
-                         "(shape, dtype, device, generator) -> arguments")
-    return sets
-
-
-def tolerance_for(tolerance, dtype: torch.dtype) -> Tolerance:
-    """tolerance= of a function check or bench: None (the dtype's default), a Tolerance, a
-    {dtype: Tolerance} dict, or (atol, rtol)."""
-    if tolerance is None:
-        return DEFAULT_TOLERANCES.get(dtype, DEFAULT_TOLERANCES[torch.float32])
-    if isinstance(tolerance, Tolerance):
-        return tolerance
-    if isinstance(tolerance, dict):
-        if dtype not in tolerance:
-            raise ValueError(f"tolerance: no entry for {dtype_name(dtype)} (given for {', '.join(dtype_name(d) for d in tolerance)})")
-        return tolerance[dtype]
-    atol, rtol = tolerance
-    return Tolerance(float(atol), float(rtol))
-
-
-@contextlib.contextmanager
-def poisoned_outputs():
-    """Inside: tensors from torch.empty/at::empty start as NaN (integers as their maximum),
-    through torch's deterministic mode. Restores the previous settings on the way out."""
-    det = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        with warnings.catch_warnings():
-            # warn_only: an op without a deterministic implementation (cuBLAS without a
-            # workspace config, say) still runs; its warning says nothing about the kernel.
-            warnings.filterwarnings("ignore", message=".*determinis.*")
-            yield
-    finally:
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
+from .spec import AWKWARD_SIZES, KernelSpec, OpSpec, Tolerance, upcast
+from .views import Rendered
 
 
 def _tolerance_columns(tol: Tolerance | None) -> dict:
@@ -140,7 +61,10 @@ class CaseResult:
 
 
 @dataclass
-class CheckReport:
+class CheckReport(Rendered):
+    """What wb.check found: a CaseResult per case. print() it for a table (workbench.report
+    renders it); rows() and error_histograms() are what check.csv and check_errors.csv hold."""
+
     target: str
     device: str
     seed: int
@@ -200,68 +124,38 @@ class CheckReport:
                                      count=count, rtol=tol.rtol if tol else "", device=self.device))
         return rows
 
-    def __str__(self) -> str:
-        from .render import check_text
 
-        return check_text(self)
-
-    def _repr_markdown_(self) -> str:
-        from .render import check_markdown
-
-        return check_markdown(self)
+# ---- one case ---------------------------------------------------------------------------
 
 
-# ---- the cases ---------------------------------------------------------------------------
-
-
-def _flatten(out) -> list:
-    if isinstance(out, (tuple, list)):
-        return list(out)
-    return [out]
-
-
-def output_label(i: int, n: int) -> str:
-    return "output" if n == 1 else f"output[{i}]"
-
-
-def _to(args, device=None, dtype_fn=None):
+def _detached(args, dtype_fn=None) -> list:
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
             a = a.detach()
             if dtype_fn is not None:
                 a = dtype_fn(a)
-            if device is not None:
-                a = a.to(device)
         out.append(a)
     return out
 
 
-def first_tensor(args) -> torch.Tensor | None:
-    return next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
-
-
-def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequence, tol: Tolerance,
-             grad_inputs: Sequence[int] = (), grad_tol: Tolerance | None = None, grad_names: Sequence[str] = (),
-             seed: int = 0, shape: tuple | None = None) -> CaseResult:
-    """Run `fn` and `reference` on one set of arguments and compare everything they return."""
-    first = first_tensor(args)
-    dtype = first.dtype if first is not None else torch.float32
-    case = CaseResult(kernel, op, dtype, tuple(shape if shape is not None else (first.shape if first is not None else ())),
-                      seed, tol)
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+def run_case(case: Case) -> CaseResult:
+    """Run the case's fn and reference on its arguments and compare everything they return."""
+    result = CaseResult(case.kernel, case.op, case.dtype, tuple(case.shape), case.seed, case.tolerance)
+    grad_inputs = case.grad_inputs
+    gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
     try:
         with torch.no_grad():  # what the plain PyTorch op returns: the dtypes to expect
-            expected = [t.dtype if isinstance(t, torch.Tensor) else None for t in _flatten(reference(*args))]
+            expected = [t.dtype if isinstance(t, torch.Tensor) else None for t in as_list(case.reference(*case.args))]
     except Exception:  # e.g. a CPU op without half support: then dtypes are not checked
         expected = None
 
-    leaves = list(_to(args))
+    leaves = _detached(case.args)
     for i in grad_inputs:
         leaves[i] = leaves[i].clone().requires_grad_(True)
     try:
         with poisoned_outputs(), torch.enable_grad() if grad_inputs else torch.no_grad():
-            outs = _flatten(fn(*leaves))
+            outs = as_list(case.fn(*leaves))
             grads = None
             if grad_inputs:
                 diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
@@ -270,96 +164,41 @@ def run_case(kernel: str, op: str, fn: Callable, reference: Callable, args: Sequ
                 g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype) for o in diff]
                 grads = torch.autograd.grad(diff, [leaves[i] for i in grad_inputs], g_out, allow_unused=True)
     except Exception as e:
-        case.error = error_text(e)
-        return case
+        result.error = error_text(e)
+        return result
 
-    up = _to(args, dtype_fn=upcast)
+    up = _detached(case.args, dtype_fn=upcast)
     for i in grad_inputs:
         up[i] = up[i].clone().requires_grad_(True)
     try:
         with torch.enable_grad() if grad_inputs else torch.no_grad():
-            refs = _flatten(reference(*up))
+            refs = as_list(case.reference(*up))
             ref_grads = None
             if grad_inputs:
                 ref_diff = [r for r, o in zip(refs, outs) if isinstance(o, torch.Tensor) and o.requires_grad]
                 ref_grads = torch.autograd.grad(ref_diff, [up[i] for i in grad_inputs], [g.double() for g in g_out], allow_unused=True)
     except Exception as e:
-        case.error = f"the reference raised {error_text(e)}"
-        return case
+        result.error = f"the reference raised {error_text(e)}"
+        return result
 
     if len(outs) != len(refs):
-        case.error = f"returned {len(outs)} outputs, the reference {len(refs)}"
-        return case
+        result.error = f"returned {len(outs)} outputs, the reference {len(refs)}"
+        return result
     for i, (o, r) in enumerate(zip(outs, refs)):
         want = expected[i] if expected is not None and i < len(expected) else None
-        case.comparisons.append(compare(o, r, tol, output_label(i, len(outs)), want))
+        result.comparisons.append(compare(o, r, case.tolerance, output_label(i, len(outs)), want))
     if grads is not None:
         for j, (g, rg) in enumerate(zip(grads, ref_grads)):
-            name = grad_names[j] if j < len(grad_names) else f"arg{grad_inputs[j]}"
+            name = case.grad_names[j] if j < len(case.grad_names) else f"arg{grad_inputs[j]}"
             if g is None or rg is None:
                 if (g is None) != (rg is None):
-                    case.comparisons.append(Comparison(f"grad {name}", False, "no gradient" if g is None else "a gradient where the reference has none"))
+                    result.comparisons.append(Comparison(f"grad {name}", False, "no gradient" if g is None else "a gradient where the reference has none"))
                 continue
-            case.comparisons.append(compare(g, rg, grad_tol or tol, f"grad {name}", leaves[grad_inputs[j]].dtype))
-    return case
-
-
-def case_seed(seed: int, *parts) -> int:
-    """The seed of one case: the same in every process for one report seed."""
-    return zlib.crc32(repr((seed, *parts)).encode()) & 0x7FFFFFFF
-
-
-def new_seed() -> int:
-    return secrets.randbelow(1 << 31)
+            result.comparisons.append(compare(g, rg, case.grad_tolerance or case.tolerance, f"grad {name}", leaves[grad_inputs[j]].dtype))
+    return result
 
 
 # ---- kernels with a spec ---------------------------------------------------------------------
-
-
-def kernel_and_device(target, device):
-    from .library import Kernel
-    from .loader import load
-
-    kernel = target if isinstance(target, Kernel) else load(target, device=device)
-    if device is None:
-        device = "cuda" if kernel.device == "cuda" and torch.cuda.is_available() else "cpu"
-    device = str(torch.device(device).type)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KwbError(f"cannot check {kernel.name} on cuda: no GPU is visible; use device='cpu'")
-    if device == "cuda" and kernel.device != "cuda":
-        raise KwbError(f"{kernel.name} was built for the CPU only; load it with device='cuda' to check its CUDA code")
-    return kernel, device
-
-
-def spec_of(kernel) -> KernelSpec:
-    module = kernel.spec
-    if module is None or not hasattr(module, "SPEC"):
-        raise KwbError(f"kernel {kernel.name!r} has no spec.py with a SPEC: write one (README 'Adding a kernel'), "
-                       f"or check a function against a reference with wb.check(fn, reference, inputs=...)")
-    return module.SPEC
-
-
-def select_ops(spec: KernelSpec, ops, kernel_name: str) -> list[OpSpec]:
-    if not ops:
-        return list(spec.ops)
-    names = [ops] if isinstance(ops, str) else list(ops)
-    known = [o.name for o in spec.ops]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValueError(f"ops: {kernel_name} has no op {', '.join(map(repr, unknown))} in its spec; its ops: {', '.join(known)}")
-    return [spec.op(n) for n in names]
-
-
-def select_dtypes(spec: KernelSpec, dtypes, device: str, kernel_name: str) -> list[torch.dtype]:
-    supported = list(spec.dtypes.get(device, ()))
-    if dtypes is None:
-        return supported
-    wanted = parse_dtypes(dtypes)
-    missing = [d for d in wanted if d not in supported]
-    if missing:
-        raise ValueError(f"dtypes: {kernel_name} on {device} supports {', '.join(map(dtype_name, supported)) or 'nothing'}; "
-                         f"{', '.join(map(dtype_name, missing))} is not among them")
-    return wanted
 
 
 def _grad_names(kernel, op: OpSpec) -> list[str]:
@@ -383,18 +222,19 @@ def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward:
     for op in chosen_ops:
         fn = getattr(kernel, op.kernel_op)
         grad_inputs = op.grad_inputs if backward else ()
-        names = _grad_names(kernel, op)
+        names = tuple(_grad_names(kernel, op))
         for dtype in chosen_dtypes:
             for shape in chosen_shapes:
                 s = case_seed(seed, op.name, dtype_name(dtype), shape)
                 try:  # a spec that cannot make this case (no tolerance, a bad generator) fails it, not the run
-                    tol = op.tolerance(dtype)
-                    grad_tol = op.tolerance(dtype, grad=True) if grad_inputs else None
-                    args = op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))
+                    case = Case(kernel.name, op.name, fn, op.reference,
+                                tuple(op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))), dtype,
+                                tuple(shape), s, op.tolerance(dtype), grad_inputs,
+                                op.tolerance(dtype, grad=True) if grad_inputs else None, names)
                 except Exception as e:
                     report.cases.append(CaseResult(kernel.name, op.name, dtype, tuple(shape), s, None, error=f"spec: {error_text(e)}"))
                 else:
-                    report.cases.append(run_case(kernel.name, op.name, fn, op.reference, args, tol, grad_inputs, grad_tol, names, s, shape))
+                    report.cases.append(run_case(case))
                 if progress:
                     progress()
     missing = [n for n in AWKWARD_SIZES if not any(shape and shape[-1] == n for shape in chosen_shapes)]
@@ -414,26 +254,29 @@ def _check_function(fn: Callable, reference: Callable, inputs, device, dtypes, s
         params = list(inspect.signature(reference).parameters)
     except (TypeError, ValueError):
         params = []
-    grad_names = [params[i] if i < len(params) else f"arg{i}" for i in grad_inputs]
+    grad_names = tuple(params[i] if i < len(params) else f"arg{i}" for i in grad_inputs)
     if callable(inputs):
-        dev = str(torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu")).type)
+        dev = devices.choose(device, purpose="run", what=name)
         report = CheckReport(name, dev, seed)
-        chosen_dtypes = parse_dtypes(dtypes) or ([torch.float32, torch.bfloat16] if dev == "cuda" else [torch.float32, torch.float64])
+        chosen_dtypes = parse_dtypes(dtypes) or ([torch.float32, torch.bfloat16] if dev == devices.CUDA else [torch.float32, torch.float64])
         chosen_shapes = [tuple(s) for s in (shapes or KernelSpec(ops=[]).shapes)]
         for dtype in chosen_dtypes:
             tol = tolerance_for(tolerance, dtype)
             for shape in chosen_shapes:
                 s = case_seed(seed, name, dtype_name(dtype), shape)
-                args = inputs(shape, dtype, dev, torch.Generator().manual_seed(s))
-                report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, s, shape))
+                args = tuple(inputs(shape, dtype, dev, torch.Generator().manual_seed(s)))
+                report.cases.append(run_case(Case(name, name, fn, reference, args, dtype, shape, s, tol, grad_inputs,
+                                                  None, grad_names)))
         return report
     sets = input_sets(inputs)
     first = first_tensor(sets[0])
-    report = CheckReport(name, str(first.device.type) if first is not None else "cpu", seed)
+    report = CheckReport(name, str(first.device.type) if first is not None else devices.CPU, seed)
     for k, args in enumerate(sets):
         t = first_tensor(args)
-        tol = tolerance_for(tolerance, t.dtype if t is not None else torch.float32)
-        report.cases.append(run_case(name, name, fn, reference, args, tol, grad_inputs, None, grad_names, case_seed(seed, name, k)))
+        dtype = t.dtype if t is not None else torch.float32
+        report.cases.append(run_case(Case(name, name, fn, reference, tuple(args), dtype, tuple(t.shape) if t is not None else (),
+                                          case_seed(seed, name, k), tolerance_for(tolerance, dtype), grad_inputs, None,
+                                          grad_names)))
         if t is not None and all(isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() and not a.any()
                                  for a in args if isinstance(a, torch.Tensor)):
             report.notes.append(f"inputs #{k} are all zeros: an unwritten or mis-indexed output can pass on zeros; use random values")

@@ -9,14 +9,12 @@ finds a previous holder's name still there knows that build was interrupted and 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import socket
 import time
 from pathlib import Path
 
 from cache_tools.fsutil import same_file
-from cache_tools.locks import pid_alive, read_owner
+from cache_tools.locks import LockOwner, pid_alive, read_owner
 
 from . import notices
 
@@ -54,20 +52,19 @@ class BuildLock:
                 waited = time.monotonic() - start
                 if waited >= reported + (1.0 if reported == 0.0 else REPORT_EVERY_SECONDS):
                     reported = waited
-                    owner = read_owner(self.path) or {}
-                    who = f"pid {owner.get('pid')} on {owner.get('host')}" if owner else "another process"
+                    owner = read_owner(self.path)
+                    who = owner.describe() if owner else "another process"
                     notices.say(f"kwb: waiting for {who} to finish building {self.what} ({waited:.0f} s)")
                 if self.timeout is not None and waited > self.timeout:
                     os.close(fd)
                     raise TimeoutError(f"kwb: gave up waiting {self.timeout:.0f} s for the build lock {self.path}")
                 time.sleep(POLL_SECONDS)
         previous = read_owner(self.path)
-        if previous and previous.get("pid") != os.getpid():
-            state = "gone" if previous.get("host") != socket.gethostname() or not pid_alive(int(previous.get("pid", 0))) else "still alive but no longer building"
-            notices.say(f"kwb: the build of {self.what} by pid {previous.get('pid')} was interrupted (that process is {state}); rebuilding")
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "what": self.what}
+        if previous and previous.pid != os.getpid():
+            state = "gone" if not previous.on_this_host or not pid_alive(previous.pid) else "still alive but no longer building"
+            notices.say(f"kwb: the build of {self.what} by pid {previous.pid} was interrupted (that process is {state}); rebuilding")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(owner).encode(), 0)
+        os.pwrite(fd, LockOwner.current(self.what).to_json().encode(), 0)
         self._fd = fd
         return self
 

@@ -1,6 +1,6 @@
 """How long does one call take? Timers, sample counts and statistics.
 
-The method (DESIGN.md "Measuring", after triton.testing.do_bench):
+The method (after triton.testing.do_bench; README "How bench times"):
   - the first call alone, then a few to estimate the time per call, then warm-up calls for
     WARMUP_S (module load, autotuning, allocator growth stay out of the numbers);
   - one sample per call, each preceded by a cache flush: on CUDA, a write over a buffer twice
@@ -80,11 +80,11 @@ class CudaEventTimer:
 
     The host must not show up in the samples: if enqueueing a sample (flush, event, the op's
     Python and dispatcher path, event) takes longer than the GPU needs to run the one before,
-    the GPU idles between the start event and the kernel, and the events time the host
-    (seen: relu_scale at 2^20 read 24.6 us against 8.4 us of GPU time; torch.compile 89 us).
-    So, as nvbench's blocking kernel does, a spin kernel holds the GPU while each batch of
-    samples is queued, for twice the host time per sample of the batch before, times the
-    batch. The first batch of a new function can be short of cover; measure() discards it."""
+    the GPU idles between the start event and the kernel, and the events time the host (3x
+    over for relu_scale at 2^20: benchmarks/reference/workbench_choices.md). So, as nvbench's
+    blocking kernel does, a spin kernel holds the GPU while each batch of samples is queued,
+    for twice the host time per sample of the batch before, times the batch. The first batch
+    of a new function can be short of cover; measure() discards it."""
 
     method = "cuda_events"
     BATCH = 32  # samples queued behind one hold; ~5 launches each stays far under the queue depth

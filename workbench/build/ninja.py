@@ -14,8 +14,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .feedback import BuildFeedback
 from cache_tools.fsutil import atomic_write_text
+
+from .feedback import BuildFeedback
 
 
 @dataclass
@@ -48,7 +49,7 @@ def _join(flags: list[str]) -> str:
 
 def render(plan: NinjaPlan) -> str:
     out = [
-        "# Written by kwb (workbench/ninja_build.py); rewritten on every build.",
+        "# Written by kwb (workbench/build/ninja.py); rewritten on every build.",
         "ninja_required_version = 1.3",
         f"cxx = {plan.cxx}",
         f"cflags = {_join(plan.cflags)}",

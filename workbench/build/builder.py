@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache_tools import layout
+from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
+from cache_tools.manifest import Manifest
 
 from . import toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
-from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from .locking import BuildLock
-from .ninja_build import CompileStep, NinjaPlan, parse_depfile, run
+from .ninja import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource
 
 INPUTS_RECORD = ".kwb-inputs.json"  # per build folder: content hashes each object was built from
@@ -68,12 +69,8 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(info.cxx11_abi)}"
     includes = [f"-I{d}" for d in source.include_dirs]
     torch_includes = [f"-isystem{d}" for d in info.include_dirs]
-    # -fvisibility=hidden: two builds of one kernel can live in one process without their
-    # symbols binding to each other; only kwb_register_library is exported.
-    # -fno-trapping-math: lets gcc compute both arms of a float select and vectorize it; with
-    # the default, relu_scale's CPU loop stayed a scalar branch on each sign, 33x slower
-    # (4.9 ms against 0.15 ms for 2^20 floats, 2-core development machine). Kernels never
-    # rely on floating-point traps.
+    # -fvisibility=hidden: two builds of one kernel in one process never bind to each other's symbols.
+    # -fno-trapping-math: float selects vectorize, 33x on relu_scale's CPU loop (benchmarks/reference/workbench_choices.md).
     openmp = toolchain.openmp_flags(cxx, root)
     cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
               "-fdiagnostics-color=never", abi, *includes, *torch_includes]
@@ -85,7 +82,7 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     versions = {
         "kwb_format": str(layout.FORMAT),
         "kwb": _kwb_version(),
-        "python": toolchain.python_tag(),
+        "python": layout.python_tag(),
         "torch": info.version,
         "torch_git": info.git,
         "torch_cuda": info.cuda or "none",
@@ -99,11 +96,9 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         versions["nvcc"] = toolchain.tool_version(nvcc, root)
         cuda_include = str(home / "include")
         cflags += ["-DKWB_WITH_CUDA", f"-isystem{cuda_include}"]
-        # Host code of a .cu is launchers only: -O1 there saves 0.14 s of the ~1.9 s nvcc takes
-        # per edit (its host compile alone took 0.71 s at -O3). Device code is optimized by
-        # cicc and ptxas at their -O3 default either way.
-        # -ccbin: nvcc's host compiler is the one chosen above (and so in the key), not
-        # whichever gcc PATH finds first.
+        # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is
+        # -O3 in cicc and ptxas regardless (benchmarks/reference/workbench_choices.md).
+        # -ccbin: nvcc's host compiler is the one in the key, not whichever gcc PATH finds first.
         cuda_cflags = ["-O1", "-std=c++17", "-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
                        abi, "-lineinfo", *toolchain.gencode_flags(archs), *includes]
         if cuda_includes_torch:
@@ -125,7 +120,7 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
 
 
 def _kwb_version() -> str:
-    from . import __version__
+    from workbench import __version__  # the package's one version string
 
     return __version__
 
@@ -140,7 +135,7 @@ class Build:
     key: str
     library: Path
     manifest_path: Path
-    manifest: dict = field(repr=False)
+    manifest: Manifest = field(repr=False)
     compiled: bool = False  # this call ran the compiler
 
 
@@ -167,26 +162,26 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
     entry = layout.entry_dir(root, source.ident)
     base, _ = _base(source, config)
     for path in layout.manifests_for(entry, source.name, config.device, base):
-        data = layout.read_manifest(path)
-        if not data or data.get("base") != base:
+        manifest = Manifest.read(path)
+        if manifest is None or manifest.base != base:
             continue
-        if not _headers_unchanged(data.get("headers", {})):
+        if not _headers_unchanged(manifest.headers):
             continue
-        library = entry / data["library"]
+        library = entry / manifest.library
         if not library.exists():
             continue
-        return Build(source.name, config.device, base, data["key"], library, path, data)
+        return Build(source.name, config.device, base, manifest.key, library, path, manifest)
     return None
 
 
-def latest_manifest(source: KernelSource, device: str, root: Path) -> dict | None:
+def latest_manifest(source: KernelSource, device: str, root: Path) -> Manifest | None:
     """The newest manifest of any base for this kernel and device (for 'stale' in kwb list)."""
     entry = layout.entry_dir(root, source.ident)
     found = sorted(entry.glob(f"{source.name}.{device}.*{layout.MANIFEST_SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
     for p in found:
-        data = layout.read_manifest(p)
-        if data:
-            return data
+        manifest = Manifest.read(p)
+        if manifest is not None:
+            return manifest
     return None
 
 
@@ -305,29 +300,14 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
     atomic_copy(build_dir / plan.library, library)
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
-    manifest = {
-        "format": layout.FORMAT,
-        "kind": source.kind,
-        "name": source.name,
-        "ident": source.ident,
-        "device": config.device,
-        "folder": str(source.folder),
-        "base": base,
-        "key": key,
-        "library": library.name,
-        "library_size": library.stat().st_size,
-        "library_sha256": sha256_file(library),
-        "sources": src_hashes,
-        "headers": headers,
-        "config": config.fingerprint(),
-        "compilers": {"cxx": config.cxx, "nvcc": config.nvcc},
-        "built_at": time.time(),
-        "build_seconds": round(time.time() - started, 3),
-        "build_log": str(log_path),
-        "warnings": len(warnings),
-    }
+    manifest = Manifest(
+        name=source.name, kind=source.kind, ident=source.ident, device=config.device, folder=str(source.folder),
+        base=base, key=key, library=library.name, library_size=library.stat().st_size,
+        library_sha256=sha256_file(library), sources=src_hashes, headers=headers, config=config.fingerprint(),
+        compilers={"cxx": config.cxx, "nvcc": config.nvcc}, built_at=time.time(),
+        build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings))
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
-    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))  # last: marks the build whole
+    manifest.write(manifest_path)  # last: marks the build whole
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)

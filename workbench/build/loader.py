@@ -4,12 +4,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import torch
-
 from cache_tools import layout
 
-from . import builder, library, notices, toolchain
-from .errors import LoadError, ToolchainError
+from . import builder, device as devices, notices, toolchain
+from .errors import LoadError
+from .kernel import Kernel, load_library
 from .sources import KernelSource, resolve
 
 _process_lock = threading.RLock()
@@ -22,29 +21,9 @@ def cache_root() -> Path:
     return root
 
 
-def resolve_device(device, what: str) -> str:
-    """None -> 'cuda' when a GPU and nvcc are there, else 'cpu'; 'cuda' -> checked, with why not."""
-    if isinstance(device, torch.device):
-        device = device.type
-    if device is None:
-        if toolchain.gpu_available():
-            reason = toolchain.cuda_unavailable_reason()
-            if reason is None:
-                return "cuda"
-            notices.once(f"cpu-only-{what}", f"kwb: building {what} for the CPU only: {reason}")
-        return "cpu"
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda' (or None for the best available), got {device!r}")
-    if device == "cuda":
-        reason = toolchain.cuda_unavailable_reason()
-        if reason is not None:
-            raise ToolchainError(f"cannot build {what} for CUDA: {reason}.")
-    return device
-
-
 def load_source(source: KernelSource, device=None, verbose: bool = False, force: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False) -> library.Kernel:
-    device = resolve_device(device, source.name)
+                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False) -> Kernel:
+    device = devices.choose(device, what=source.name)
     root = cache_root()
     with _process_lock:
         config = builder.make_config(source, device, root, extra_cflags, extra_cuda_cflags, extra_ldflags, cuda_includes_torch)
@@ -54,19 +33,19 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
         elif verbose:
             notices.say(f"kwb: {source.name} ({device}) is cached: {build.library}")
         try:
-            kernel = library.load(source, build)
+            kernel = load_library(source, build)
         except LoadError:
             if build.library.exists():
                 raise
             # `kwb cache clean` removed the build between finding and loading it: build again
             build = builder.build(source, config, root, verbose=verbose)
-            kernel = library.load(source, build)
+            kernel = load_library(source, build)
         layout.mark_loaded(build.manifest_path)
         return kernel
 
 
 def load(name_or_path: str | Path, *, device=None, verbose: bool = False, force: bool = False,
-         extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=()) -> library.Kernel:
+         extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=()) -> Kernel:
     """Load a kernel, building it first if its sources, headers, flags or toolchain changed.
 
     name_or_path: a kernel kwb ships ("relu_scale") or a kernel folder of your own.

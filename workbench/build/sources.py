@@ -27,7 +27,7 @@ def kernels_dir() -> Path:
     spec = importlib.util.find_spec("kwb_kernels")
     if spec is not None and spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
-    return Path(__file__).resolve().parent.parent / "kernels"
+    return Path(__file__).resolve().parents[2] / "kernels"
 
 
 def common_dir() -> Path:

@@ -182,6 +182,11 @@ def bench_markdown(rows: list[dict], env=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_report_markdown(report) -> str:
+    """A BenchReport in a notebook: the environment line, then every row."""
+    return bench_markdown(report.rows, report.env)
+
+
 def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The kernel beside its baselines at each op's largest size, a row per (op, dtype):
     (header, rows of cells)."""

@@ -1,0 +1,89 @@
+"""The manifest of one finished kwb build: the only description of a build on disk.
+
+The builder (workbench.build.builder) writes one beside each library, last, so its presence
+means the library is whole; everything else (the warm load, `kwb cache`, reports) reads it
+through `Manifest.read`. A file that is not a whole manifest of this format reads as None,
+never as a half-filled object. No torch import here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from .fsutil import atomic_write_text
+
+FORMAT = 1  # bump when the manifest or the build recipe changes meaning
+
+# What a field's annotation admits in JSON (a float field may hold an integer).
+_JSON_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "dict": (dict,)}
+
+
+@dataclass
+class Manifest:
+    """What went into a build, where its library is, and how the build went."""
+
+    name: str               # the kernel's (or load_inline's) name
+    kind: str               # "kernel" or "inline"
+    ident: str              # the cache entry's name: kwb_<ident>
+    device: str             # "cpu" or "cuda"
+    folder: str             # the kernel's folder
+    base: str               # hash of what is known before compiling (config, sources)
+    key: str                # base plus the headers the compiler reported
+    library: str            # the library's file name, beside the manifest
+    library_size: int
+    library_sha256: str
+    sources: dict           # path -> sha256
+    headers: dict           # path -> sha256: every header the compiler read, but the toolchain's
+    config: dict            # the build config's fingerprint: device, flags, archs, versions
+    compilers: dict         # {"cxx": path, "nvcc": path or None}
+    built_at: float         # seconds since the epoch
+    build_seconds: float
+    build_log: str
+    warnings: int = 0
+    format: int = FORMAT
+
+    @property
+    def versions(self) -> dict:
+        """python, torch, torch_git, torch_cuda, cxx, nvcc, kwb and kwb_format of the build."""
+        return self.config.get("versions", {})
+
+    @property
+    def archs(self) -> list[str]:
+        return list(self.config.get("archs", []))
+
+    def flags(self, which: str) -> list[str]:
+        """"cflags", "cuda_cflags" or "ldflags" as the build used them."""
+        return list(self.config.get(which, []))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def from_dict(cls, data) -> "Manifest | None":
+        """None unless data is a whole manifest of this format, every field of its type."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return None
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.name == "warnings":
+                    continue
+                return None
+            value = data[f.name]
+            if not isinstance(value, _JSON_TYPES[f.type]) or isinstance(value, bool):
+                return None
+            values[f.name] = value
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: Path) -> "Manifest | None":
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return None
+        return cls.from_dict(data)
+

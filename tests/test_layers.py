@@ -1,0 +1,106 @@
+"""The package's rooms import one way, read from the source (every import statement, at any
+depth, relative ones resolved): build <- harness <- report <- the faces, and cache_tools
+stands alone. A new import that breaks the rule fails here, naming the file and the line."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FACES = {"workbench.cli", "workbench.magics", "workbench.doctor", "workbench.runner"}
+# What each room may not import (a module, or anything under it).
+FORBIDDEN = {
+    "workbench.build": {"workbench.harness", "workbench.report", *FACES},
+    "workbench.harness": {"workbench.report", *FACES},
+    "workbench.report": FACES,
+    "cache_tools": {"workbench", "torch"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, absolute module, names imported from it) for every import in the file."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names = [a.name for a in node.names]
+            found.append((node.lineno, base, names))
+            # `from . import loader` imports the module workbench.build.loader
+            found += [(node.lineno, f"{base}.{n}", []) for n in names if (ROOT / Path(*f"{base}.{n}".split("."))).with_suffix(".py").exists()]
+    return found
+
+
+def _room(module: str) -> str | None:
+    return next((room for room in FORBIDDEN if module == room or module.startswith(room + ".")), None)
+
+
+def _files():
+    for folder in ("workbench", "cache_tools"):
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def _under(module: str, target: str) -> bool:
+    return module == target or module.startswith(target + ".")
+
+
+@pytest.mark.parametrize("path", list(_files()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_room_imports_only_what_it_may(path):
+    module = _module_name(path)
+    room = _room(module)
+    if room is None:
+        return  # the front door and the faces may import every room
+    broken = []
+    for line, imported, names in _imports(path):
+        if any(_under(imported, target) for target in FORBIDDEN[room]):
+            if imported == "workbench" and names == ["__version__"] and room != "cache_tools":
+                continue  # the one version string lives in the front door's module
+            broken.append(f"{path.relative_to(ROOT)}:{line} imports {imported} ({room} may not)")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("path", list(_files()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_private_name_crosses_a_package(path):
+    module = _module_name(path)
+    top = module.split(".")[0] if module.split(".")[0] != "workbench" else ".".join(module.split(".")[:2])
+    broken = []
+    for line, imported, names in _imports(path):
+        other = imported.split(".")[0] if imported.split(".")[0] != "workbench" else ".".join(imported.split(".")[:2])
+        if other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools")):
+            if other != top:
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                if private:
+                    broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_rule_is_written_in_each_rooms_docstring():
+    for room in ("build", "harness", "report"):
+        doc = ast.get_docstring(ast.parse((ROOT / "workbench" / room / "__init__.py").read_text())) or ""
+        assert "never imports" in doc, f"workbench/{room}/__init__.py must say what it never imports"
+
+
+def test_the_import_reader_sees_a_violation(tmp_path):
+    # the check itself: a relative import of the report room from a harness module is caught
+    bad = ROOT / "workbench" / "harness" / "_layers_probe.py"
+    bad.write_text("def f():\n    from ..report import render\n    from . import spec\n")
+    try:
+        found = [(imported, names) for _, imported, names in _imports(bad)]
+        assert ("workbench.report", ["render"]) in found and ("workbench.harness", ["spec"]) in found
+        assert any(_under(m, "workbench.report") for m, _ in found)
+    finally:
+        bad.unlink()
