@@ -389,5 +389,26 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   return last_launch_error();
 }
 
+// layernorm.cu's and rmsnorm.cu's launchers, for a runtime dtype (fp32, fp16, bf16): each .cu
+// passes its kCentered, so it instantiates only its own norm's kernels.
+inline int64_t norm_backward_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
+  int64_t ws_rows = 0;
+  KWB_FLOAT_SWITCH(dtype, T, [&] {
+    ws_rows = norm_workspace_rows<T>(rows, cols, aligned);
+    return static_cast<const char*>(nullptr);
+  });
+  return ws_rows;
+}
+
+template <bool kCentered>
+const char* norm_forward_cuda(const NormParams& p, DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_FLOAT_SWITCH(dtype, T, [&] { return norm_forward<T, kCentered>(p, aligned, stream); });
+}
+
+template <bool kCentered>
+const char* norm_backward_cuda(const NormBackwardParams& p, DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_FLOAT_SWITCH(dtype, T, [&] { return norm_backward<T, kCentered>(p, aligned, stream); });
+}
+
 }  // namespace
 }  // namespace kwb
