@@ -328,15 +328,11 @@ RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
   return rowwise_launch(rows, cols, row_vec<T>(cols, aligned), kNormBackwardVecs, true, kNormBackwardVecs);
 }
 
-inline RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
-  return row_tiling(rows, cols, 1, 1.0, kMaxSumBlocks);
-}
-
 // Rows of each of the (1 or 2) workspace planes the backward needs.
 template <typename T>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
-  if (L.vecs == 0) return norm_param_tiling(rows, cols).row_blocks;
+  if (L.vecs == 0) return column_sum_tiling(rows, cols, 1).row_blocks;
   return L.grid * L.rows_per_block;
 }
 
@@ -370,7 +366,7 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
       else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
     }
-    const RowTiling t = norm_param_tiling(p.rows, p.cols);
+    const RowTiling t = column_sum_tiling(p.rows, p.cols, 1);
     ws_rows = t.row_blocks;
     if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
   } else {

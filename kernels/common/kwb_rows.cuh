@@ -65,6 +65,37 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   return t;
 }
 
+// The tiling of a backward that sums columns over rows: one wave of long runs of rows (a small
+// workspace of partial sums), at most kMaxSumBlocks row blocks.
+inline RowTiling column_sum_tiling(int64_t rows, int64_t cols, int vec) {
+  return row_tiling(rows, cols, vec, 1.0, kMaxSumBlocks);
+}
+
+// column_sum_tiling()'s row blocks for the dtype's 16-byte vectors: the workspace rows a binding
+// .cpp allocates before the launch.
+inline int64_t column_sum_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
+  int vec = 1;
+  KWB_DTYPE_SWITCH(dtype, T, [&] {
+    vec = row_vec<T>(cols, aligned);
+    return nullptr;
+  });
+  return column_sum_tiling(rows, cols, vec).row_blocks;
+}
+
+// A thread's place under tiling t: its first column c (vec columns from there; none when
+// c >= t.cols) and its run of rows [r0, r1), in row block row_block.
+struct TilePlace {
+  int64_t c, r0, r1, row_block;
+};
+
+__device__ __forceinline__ TilePlace tile_place(const RowTiling& t, int vec) {
+  const int64_t col_block = blockIdx.x % t.col_blocks;
+  const int64_t row_block = blockIdx.x / t.col_blocks;
+  const int64_t r0 = row_block * t.rows_per_block;
+  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
+  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
+}
+
 // out[c] = sum over r of partial[r, c], r = 0 .. row_blocks-1, for c < cols. A workspace row
 // may hold several sums side by side ([row][plane][col], e.g. LayerNorm's grad_w and grad_b):
 // one launch sums every plane, plane i into out.plane[i] (two launches cost LayerNorm's bf16
@@ -115,6 +146,14 @@ void column_sums(const A* partial, T* out0, T* out1, int64_t row_blocks, int64_t
   if (cols == 0) return;
   column_sums_kernel<T, A><<<static_cast<unsigned>((2 * cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
                              stream>>>(partial, SumOutputs<T>{{out0, out1}}, row_blocks, cols, 2);
+}
+
+// The sums of a backward tiled by column_sum_tiling() whose kernel writes `out` itself when one
+// row block covers every row (one launch fewer at small batches), else partial: row_blocks x
+// width. No rows: out comes out zeros.
+template <typename T, typename A>
+void sum_row_blocks(const RowTiling& t, const A* partial, T* out, int64_t width, cudaStream_t stream) {
+  if (t.row_blocks != 1) column_sums(partial, out, t.row_blocks, width, stream);
 }
 
 }  // namespace
