@@ -236,22 +236,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(const a
   return gradients_from(grad_pre, x, weight);
 }
 
-at::Tensor linear_gelu_naive_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                     c10::string_view approximate) {
-  constexpr const char* op = "linear_gelu_naive";
+// The ops that run one matrix kernel whatever the batch (linear_gelu_naive, linear_gelu_tiled).
+at::Tensor matrix_kernel_op(const char* op, Launcher launch, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, c10::string_view approximate) {
   const bool tanh_form = is_tanh(op, approximate);
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
-  return run_matrix_kernel(op, linear_gelu_naive_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+  return run_matrix_kernel(op, launch, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+}
+
+at::Tensor linear_gelu_naive_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     c10::string_view approximate) {
+  return matrix_kernel_op("linear_gelu_naive", linear_gelu_naive_cuda, x, weight, bias, approximate);
 }
 
 at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                      c10::string_view approximate) {
-  constexpr const char* op = "linear_gelu_tiled";
-  const bool tanh_form = is_tanh(op, approximate);
-  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
-  const c10::cuda::CUDAGuard guard(x.device());
-  return run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+  return matrix_kernel_op("linear_gelu_tiled", linear_gelu_tiled_cuda, x, weight, bias, approximate);
 }
 #endif
 

@@ -75,7 +75,7 @@ Forward lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, con
     const scalar_t* c = cc.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, B, std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(S, 1)), [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;
@@ -126,7 +126,7 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
                    *gcell = dc.const_data_ptr<scalar_t>();
     scalar_t* dz = grad_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dcell = grad_old_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, B, std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(S, 1)), [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;
