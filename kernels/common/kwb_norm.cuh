@@ -4,8 +4,7 @@
 //
 // Forward, per row: the statistics (mean and rstd) from the row in registers, then
 // y = xhat * w (+ b), xhat = (x - mean) * rstd; mean and rstd are saved (fp32) for backward.
-// Bytes at bf16 16384 x 4096: read x, write y = 268 MB, 89 us at the H100's 3.0 TB/s copy
-// ceiling (eager LayerNorm 121 us, torch.compile 108 us; RMSNorm compiled 95 us).
+// Bytes: read x, write y (predicted and measured: kernels/layernorm/NOTES.md, kernels/rmsnorm/NOTES.md).
 //
 // Backward, per row, with g = grad * w:
 //   grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
@@ -13,7 +12,7 @@
 // A fixed grid of one wave walks the rows; each thread keeps its columns' grad_w / grad_b
 // sums in registers and writes them once to a workspace row, and column_sums() adds the
 // workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
-// grad_x = 403 MB at bf16 16384 x 4096 (134 us), plus 2 x 528 x 4096 fp32 partials (17 MB).
+// grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md).
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
@@ -27,8 +26,8 @@ namespace {
 
 // Vectors per thread: the forward holds x (4 x 16 bytes in flight, 128 threads for a 4096
 // bf16 row); the backward holds grad, x, w and 2 column sums per element: 1 vector each, as
-// 2 vectors at 1024 threads spilled (ptxas: 348 bytes of spill stores, bf16 LayerNorm). So
-// the backward keeps rows of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
+// 2 vectors at 1024 threads spilled (kernels/layernorm/NOTES.md). So the backward keeps rows
+// of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
 constexpr int kNormForwardVecs = 4, kNormBackwardVecs = 1;
 
 // Merges two (count, mean, M2) partials of a row (Chan, Golub and LeVeque's pairwise update;
@@ -193,9 +192,8 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
   float sum_w[kVecs][kVec] = {}, sum_b[kVecs][kVec] = {};
   const int64_t stride = static_cast<int64_t>(gridDim.x) * rpb;
   int64_t base = static_cast<int64_t>(blockIdx.x) * rpb;
-  // The next row's grad and x are loaded before this row's reductions: its loads are in
-  // flight while the block waits at __syncthreads(). Without it, bf16 16384 x 4096 LayerNorm
-  // took 339 us a step on the H100 against torch.compile's 307.
+  // The next row's grad and x are loaded before this row's reductions, so that their loads are
+  // in flight while the block waits at __syncthreads() (kernels/layernorm/NOTES.md, backward v2).
   RowRegs<T, kVec, kVecs> g, in;
   {
     const int64_t r = base + threadIdx.x / tpr, n = r < p.rows ? p.cols : 0;

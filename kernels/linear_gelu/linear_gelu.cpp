@@ -2,7 +2,7 @@
 // or "tanh", as F.gelu(F.linear(x, W, b), approximate). Op schemas, argument checks, the CPU
 // implementation, the CUDA routes and the registrations; the CUDA kernels are in linear_gelu.cu.
 //
-// CUDA routes (NOTES.md has the measurements behind them):
+// CUDA routes (kernels/linear_gelu/NOTES.md has the measurements behind them):
 //   fp32 with kTiledMinRows to kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
@@ -28,10 +28,8 @@
 
 namespace {
 
-// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel. Measured at
-// x 768 -> 3072 on the H100 (NOTES.md): 32 rows 27.6 us tiled against cuBLAS's 42.0; but
-// 8 rows 26.6 against 17.9 and 64 rows 42.0 against 33.9 (cuBLAS's fp32 kernel choice is
-// poor only around 32 rows).
+// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel: cuBLAS's fp32
+// kernel choice is poor only around 32 rows (kernels/linear_gelu/NOTES.md).
 constexpr int64_t kTiledMinRows = 17, kTiledMaxRows = 48;
 
 bool is_tanh(const char* op, c10::string_view approximate) {

@@ -3,12 +3,10 @@
 // the pointwise part and the CPU/CUDA registrations; the CUDA kernels are in lltm.cu.
 //
 // One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
-// rides in cuBLASLt's epilogue, as in F.linear), and X's and W's gradients backward.
-// Measured on the H100, fp32 batch 16 / 32 / 128: products split along W's columns (no
-// concatenation) took 43.6 us forward, a plain mm then the bias in the pointwise kernel
-// 42.2 us, against eager's 28.5 us; in fp16 the same code took 14.0 us: fp32 mm's small
-// GEMM was the cost. X is returned and saved for backward; X's gradient goes back whole and
-// ops.py hands out its two column blocks as old_h's and input's gradients (views, no copy).
+// rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
+// kernels/lltm/NOTES.md), and X's and W's gradients backward. X is returned and saved for
+// backward; X's gradient goes back whole and ops.py hands out its two column blocks as old_h's
+// and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm.h>

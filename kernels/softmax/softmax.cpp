@@ -50,7 +50,7 @@ at::Tensor softmax_cpu(const at::Tensor& x) {
         // comes out NaN as PyTorch's does (and all -inf gives exp(NaN) = NaN, as PyTorch's).
         scalar_t m = -std::numeric_limits<scalar_t>::infinity();
         for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
-        double s = 0;  // a double sum: fp32 summed in order drifted 1e-5 over 16400 terms
+        double s = 0;  // a double sum: an fp32 one summed in order drifts (kernels/softmax/NOTES.md)
         for (int64_t c = 0; c < cols; ++c) {
           yr[c] = std::exp(xr[c] - m);
           s += yr[c];
