@@ -50,8 +50,7 @@ at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& bias, c10::strin
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     const scalar_t* b = bc.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = kwb::gelu_cpu(in[r * cols + c] + b[c], tanh_form);
     });
@@ -74,8 +73,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cpu(const at::Tensor& grad
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     const scalar_t* b = bc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < cols; ++c)
           out[r * cols + c] = g[r * cols + c] * kwb::gelu_grad_cpu(in[r * cols + c] + b[c], tanh_form);

@@ -1,10 +1,9 @@
 // bias_gelu CUDA kernels: y = GELU(x + bias) over the last dimension, and its backward
 // (grad_x, and grad_bias = the column sums of grad_x), in the tanh or the exact erf form.
 //
-// Bytes: forward reads x and writes y (bias is cols elements, noise): 268 MB at bf16
-// 8192 x 8192, 89 us at the H100's 3.0 TB/s copy ceiling; eager PyTorch takes 265 us (the
-// add and the GELU are two passes, BASELINES.md). Backward reads grad and x and writes
-// grad_x, plus the partial column sums (kwb_rows.cuh): 403 MB + 8.6 MB, 137 us at the ceiling.
+// Bytes: forward reads x and writes y (bias is cols elements, noise), where eager PyTorch makes
+// two passes (the add, then the GELU); backward reads grad and x and writes grad_x, plus the
+// partial column sums (kwb_rows.cuh). Predicted and measured: kernels/bias_gelu/NOTES.md.
 //
 // The GELU math (fp32, one exp per element, fast exp and division for half types) is
 // kwb_gelu.cuh's, shared with linear_gelu.
@@ -18,25 +17,12 @@ constexpr int kUnroll = 4;  // rows in flight per thread: 4 x 16-byte loads each
 
 template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
 
-// This thread's first column (c < cols) and its run of rows [r0, r1) under tiling t.
-struct Place {
-  int64_t c, r0, r1, row_block;
-};
-
-__device__ __forceinline__ Place place(const kwb::RowTiling& t, int vec) {
-  const int64_t col_block = blockIdx.x % t.col_blocks;
-  const int64_t row_block = blockIdx.x / t.col_blocks;
-  const int64_t r0 = row_block * t.rows_per_block;
-  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
-  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
-}
-
 template <typename T, int kVec, bool kTanh>
 __global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
                                                       T* __restrict__ y, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const Place p = place(t, kVec);
+  const kwb::TilePlace p = kwb::tile_place(t, kVec);
   if (p.c >= t.cols) return;
   const V bv = *reinterpret_cast<const V*>(bias + p.c);
   A b[kVec];
@@ -66,7 +52,7 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
                                                        kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const Place p = place(t, kVec);
+  const kwb::TilePlace p = kwb::tile_place(t, kVec);
   if (p.c >= t.cols) return;
   const V bv = *reinterpret_cast<const V*>(bias + p.c);
   A b[kVec], sum[kVec];
@@ -106,8 +92,7 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
   }
 }
 
-constexpr double kForwardWaves = 4;   // short runs of rows, many blocks
-constexpr double kBackwardWaves = 1;  // long runs: a small column-sum workspace
+constexpr double kForwardWaves = 4;  // short runs of rows, many blocks
 
 template <typename T, bool kTanh>
 const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) {
@@ -127,7 +112,7 @@ template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = kwb::row_vec<T>(p.cols, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kBackwardWaves, kwb::kMaxSumBlocks);
+  const kwb::RowTiling t = kwb::column_sum_tiling(p.rows, p.cols, vec);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
     const auto* g = static_cast<const T*>(p.grad);
@@ -139,19 +124,14 @@ const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t
     if (vec > 1) backward_kernel<T, 16 / sizeof(T), kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, gb, t);
     else backward_kernel<T, 1, kTanh><<<blocks, t.threads, 0, stream>>>(g, x, b, gx, partial, gb, t);
   }
-  if (t.row_blocks != 1) kwb::column_sums(partial, static_cast<T*>(p.grad_bias), t.row_blocks, p.cols, stream);  // 0 rows: zeros
+  kwb::sum_row_blocks(t, partial, static_cast<T*>(p.grad_bias), p.cols, stream);
   return kwb::last_launch_error();
 }
 
 }  // namespace
 
 int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
-  int vec = 1;
-  KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = kwb::row_vec<T>(cols, aligned);
-    return nullptr;
-  });
-  return kwb::row_tiling(rows, cols, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;
+  return kwb::column_sum_workspace_rows(rows, cols, dtype, aligned);
 }
 
 const char* bias_gelu_cuda(const BiasGeluParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "kwb_dtype.h"
@@ -19,6 +20,9 @@ namespace kwb {
 
 // Elements per CPU task: below ~32k elements a thread pool costs more than it saves.
 constexpr int64_t kCpuGrain = 32768;
+
+// Rows per CPU task for rows of `cols` elements: kCpuGrain elements' worth, at least one row.
+inline int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, kCpuGrain / std::max<int64_t>(cols, 1)); }
 
 inline void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
                            std::initializer_list<at::ScalarType> allowed, const char* where) {

@@ -5,11 +5,8 @@
 // aligned, as many 256-thread blocks as the data needs, and the n % kVec tail element by
 // element on the first threads; unaligned pointers take the scalar path. 64-bit indices.
 //
-// Why no grid-stride loop: measured on the H100 at 2^26 elements (benchmarks/
-// elementwise_variants.py), relu_scale fp32 took 192.8 us with a loop over 8 blocks per SM
-// and 181.8 us (98.3% of the copy ceiling; torch.compile 182.7 us) with one vector per
-// thread. Two or four vectors per thread (182.8, 183.6 us) and streaming cache hints
-// (187.9 us) were no better.
+// Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
+// vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
 #pragma once
 #include "kwb_cuda.cuh"
 

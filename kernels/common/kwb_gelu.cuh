@@ -14,10 +14,8 @@ namespace kwb {
 namespace {
 
 // kFast (fp16 and bf16 data): the hardware's exp2 and reciprocal (__expf, __fdividef), a few
-// ulps of fp32 where the output keeps 8 or 11 bits. Measured at bf16 8192 x 8192 on the H100:
-// the tanh form took 100.0 us with expf and an IEEE division, at 89.5% of the copy ceiling
-// (the erf form, no division, 97.9 us): the math, not memory, was the limit.
-// fp32 and fp64 data keep the accurate library functions.
+// ulps of fp32 where the output keeps 8 or 11 bits; with expf and an IEEE division the bf16 tanh
+// form was compute-bound (kernels/bias_gelu/NOTES.md). fp32 and fp64 keep the library functions.
 template <bool kFast> __device__ __forceinline__ float exp_(float v) { return kFast ? __expf(v) : expf(v); }
 template <bool kFast> __device__ __forceinline__ double exp_(double v) { return exp(v); }
 template <bool kFast> __device__ __forceinline__ float div_(float a, float b) { return kFast ? __fdividef(a, b) : a / b; }

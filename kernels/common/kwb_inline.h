@@ -1,7 +1,8 @@
 // What wb.load_inline() puts in front of the cpp= source: ATen (tensor math, at::empty_like),
 // the op registration macros, the argument checks, and cudaStream_t / kwb::current_stream().
-// ATen/ATen.h compiles in ~9 s on 2 cores; torch/extension.h (pybind and the C++ frontend)
-// takes ~20 s. This part recompiles only when the cpp= string changes, never on a cuda= edit.
+// ATen/ATen.h, not torch/extension.h: no pybind or C++ frontend to compile
+// (benchmarks/reference/h100_compile_times.md). This part recompiles only when the cpp= string
+// changes, never on a cuda= edit.
 #pragma once
 #include <ATen/ATen.h>
 

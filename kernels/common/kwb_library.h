@@ -5,7 +5,7 @@
 // name can never be reloaded after an edit. kwb registers each build under
 // "kwb_<kernel>_<build key>" by calling kwb_register_library(ns) after loading the .so, so an
 // edited kernel gets fresh ops beside the old ones, and editing the .cu does not recompile
-// this .cpp (which would cost ~4.6 s of the edit-reload loop; DESIGN.md).
+// this .cpp (the slow part of the edit-reload loop: benchmarks/reference/h100_compile_times.md).
 //
 //   KWB_LIBRARY(m) { m.def("relu_scale(Tensor x, float alpha) -> Tensor"); }
 //   KWB_LIBRARY_IMPL(m, CPU) { m.impl("relu_scale", &relu_scale_cpu); }

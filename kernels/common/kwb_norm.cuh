@@ -4,8 +4,7 @@
 //
 // Forward, per row: the statistics (mean and rstd) from the row in registers, then
 // y = xhat * w (+ b), xhat = (x - mean) * rstd; mean and rstd are saved (fp32) for backward.
-// Bytes at bf16 16384 x 4096: read x, write y = 268 MB, 89 us at the H100's 3.0 TB/s copy
-// ceiling (eager LayerNorm 121 us, torch.compile 108 us; RMSNorm compiled 95 us).
+// Bytes: read x, write y (predicted and measured: kernels/layernorm/NOTES.md, kernels/rmsnorm/NOTES.md).
 //
 // Backward, per row, with g = grad * w:
 //   grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
@@ -13,7 +12,7 @@
 // A fixed grid of one wave walks the rows; each thread keeps its columns' grad_w / grad_b
 // sums in registers and writes them once to a workspace row, and column_sums() adds the
 // workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
-// grad_x = 403 MB at bf16 16384 x 4096 (134 us), plus 2 x 528 x 4096 fp32 partials (17 MB).
+// grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md).
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
@@ -27,8 +26,8 @@ namespace {
 
 // Vectors per thread: the forward holds x (4 x 16 bytes in flight, 128 threads for a 4096
 // bf16 row); the backward holds grad, x, w and 2 column sums per element: 1 vector each, as
-// 2 vectors at 1024 threads spilled (ptxas: 348 bytes of spill stores, bf16 LayerNorm). So
-// the backward keeps rows of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
+// 2 vectors at 1024 threads spilled (kernels/layernorm/NOTES.md). So the backward keeps rows
+// of up to 1024 vectors in registers (4096 fp32, 8192 bf16).
 constexpr int kNormForwardVecs = 4, kNormBackwardVecs = 1;
 
 // Merges two (count, mean, M2) partials of a row (Chan, Golub and LeVeque's pairwise update;
@@ -193,9 +192,8 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
   float sum_w[kVecs][kVec] = {}, sum_b[kVecs][kVec] = {};
   const int64_t stride = static_cast<int64_t>(gridDim.x) * rpb;
   int64_t base = static_cast<int64_t>(blockIdx.x) * rpb;
-  // The next row's grad and x are loaded before this row's reductions: its loads are in
-  // flight while the block waits at __syncthreads(). Without it, bf16 16384 x 4096 LayerNorm
-  // took 339 us a step on the H100 against torch.compile's 307.
+  // The next row's grad and x are loaded before this row's reductions, so that their loads are
+  // in flight while the block waits at __syncthreads() (kernels/layernorm/NOTES.md, backward v2).
   RowRegs<T, kVec, kVecs> g, in;
   {
     const int64_t r = base + threadIdx.x / tpr, n = r < p.rows ? p.cols : 0;
@@ -328,15 +326,11 @@ RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
   return rowwise_launch(rows, cols, row_vec<T>(cols, aligned), kNormBackwardVecs, true, kNormBackwardVecs);
 }
 
-inline RowTiling norm_param_tiling(int64_t rows, int64_t cols) {
-  return row_tiling(rows, cols, 1, 1.0, kMaxSumBlocks);
-}
-
 // Rows of each of the (1 or 2) workspace planes the backward needs.
 template <typename T>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
-  if (L.vecs == 0) return norm_param_tiling(rows, cols).row_blocks;
+  if (L.vecs == 0) return column_sum_tiling(rows, cols, 1).row_blocks;
   return L.grid * L.rows_per_block;
 }
 
@@ -370,7 +364,7 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
       else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
     }
-    const RowTiling t = norm_param_tiling(p.rows, p.cols);
+    const RowTiling t = column_sum_tiling(p.rows, p.cols, 1);
     ws_rows = t.row_blocks;
     if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
   } else {
@@ -387,6 +381,27 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   else
     column_sums(p.workspace, static_cast<T*>(p.grad_weight), ws_rows, p.cols, stream);
   return last_launch_error();
+}
+
+// layernorm.cu's and rmsnorm.cu's launchers, for a runtime dtype (fp32, fp16, bf16): each .cu
+// passes its kCentered, so it instantiates only its own norm's kernels.
+inline int64_t norm_backward_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
+  int64_t ws_rows = 0;
+  KWB_FLOAT_SWITCH(dtype, T, [&] {
+    ws_rows = norm_workspace_rows<T>(rows, cols, aligned);
+    return static_cast<const char*>(nullptr);
+  });
+  return ws_rows;
+}
+
+template <bool kCentered>
+const char* norm_forward_cuda(const NormParams& p, DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_FLOAT_SWITCH(dtype, T, [&] { return norm_forward<T, kCentered>(p, aligned, stream); });
+}
+
+template <bool kCentered>
+const char* norm_backward_cuda(const NormBackwardParams& p, DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_FLOAT_SWITCH(dtype, T, [&] { return norm_backward<T, kCentered>(p, aligned, stream); });
 }
 
 }  // namespace

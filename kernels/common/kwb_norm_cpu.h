@@ -8,7 +8,6 @@
 #include <ATen/ops/sum.h>
 #include <ATen/ops/zeros.h>
 
-#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -76,8 +75,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward_cpu(const at::Tensor
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
     scalar_t* mean_out = kCentered ? mean.mutable_data_ptr<scalar_t>() : nullptr;
     scalar_t* rstd_out = rstd.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = in + r * cols;
         double m = 0, ss = 0;  // double sums: fp32 rows of 262144 drift otherwise
@@ -117,8 +115,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward_cpu(const at::Tenso
     const scalar_t* rs = rc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
     scalar_t* xh = xhat.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const double m = kCentered ? static_cast<double>(ms[r]) : 0.0, rstd_r = rs[r];
         double sg = 0, sgx = 0;

@@ -9,8 +9,7 @@
 // Column sums are deterministic: each block writes its partial sums to workspace[row_block,
 // col] (no atomics), and column_sums() adds the row blocks up in a fixed order. The rows per
 // block are chosen so that the workspace stays small: one wave of blocks over the GPU, and
-// at most kMaxSumBlocks row blocks (8192 x 8192 bf16 on the H100: 264 row blocks, 8.6 MB of
-// fp32 partials against 403 MB of gradient traffic).
+// at most kMaxSumBlocks row blocks (its size at bf16 8192 x 8192: kernels/bias_gelu/NOTES.md).
 #pragma once
 #include "kwb_cuda.cuh"
 
@@ -34,11 +33,8 @@ int row_vec(int64_t cols, bool aligned) {
   return aligned && cols % kVec == 0 ? kVec : 1;
 }
 
-// Row blocks that write column sums are capped at this many. LLTM's backward at batch 4096,
-// state 1024 had 1024 row blocks of 4 rows: summing the partials took 98 us a step on the
-// H100 (a 1-D reduction then), against 69 us for the whole pointwise backward. A floor of
-// 16 rows per block instead serialized the tutorial's batch of 16 into one block (fwd+bwd
-// 89 -> 101 us): the cap bounds the partials without taking parallelism from small batches.
+// Row blocks that write column sums are capped at this many: the cap bounds the partials to sum
+// without taking parallelism from small batches, as a floor of rows per block did (kernels/lltm/NOTES.md).
 constexpr int64_t kMaxSumBlocks = 256;
 
 // waves: how many times the grid should fill the GPU (at 2048 threads per SM). More waves,
@@ -65,10 +61,41 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   return t;
 }
 
+// The tiling of a backward that sums columns over rows: one wave of long runs of rows (a small
+// workspace of partial sums), at most kMaxSumBlocks row blocks.
+inline RowTiling column_sum_tiling(int64_t rows, int64_t cols, int vec) {
+  return row_tiling(rows, cols, vec, 1.0, kMaxSumBlocks);
+}
+
+// column_sum_tiling()'s row blocks for the dtype's 16-byte vectors: the workspace rows a binding
+// .cpp allocates before the launch.
+inline int64_t column_sum_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
+  int vec = 1;
+  KWB_DTYPE_SWITCH(dtype, T, [&] {
+    vec = row_vec<T>(cols, aligned);
+    return nullptr;
+  });
+  return column_sum_tiling(rows, cols, vec).row_blocks;
+}
+
+// A thread's place under tiling t: its first column c (vec columns from there; none when
+// c >= t.cols) and its run of rows [r0, r1), in row block row_block.
+struct TilePlace {
+  int64_t c, r0, r1, row_block;
+};
+
+__device__ __forceinline__ TilePlace tile_place(const RowTiling& t, int vec) {
+  const int64_t col_block = blockIdx.x % t.col_blocks;
+  const int64_t row_block = blockIdx.x / t.col_blocks;
+  const int64_t r0 = row_block * t.rows_per_block;
+  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
+  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
+}
+
 // out[c] = sum over r of partial[r, c], r = 0 .. row_blocks-1, for c < cols. A workspace row
 // may hold several sums side by side ([row][plane][col], e.g. LayerNorm's grad_w and grad_b):
-// one launch sums every plane, plane i into out.plane[i] (two launches cost LayerNorm's bf16
-// 16384 x 4096 step 6 us on the H100). A block takes 32 columns (128-byte rows of fp32) and 8
+// one launch sums every plane, plane i into out.plane[i] (two launches were slower:
+// kernels/layernorm/NOTES.md). A block takes 32 columns (128-byte rows of fp32) and 8
 // lanes down the rows: lane y adds rows y, y + 8, ..., then lane 0 adds the 8 lane sums in
 // order, so the result never depends on timing.
 constexpr int kSumCols = 32;
@@ -115,6 +142,14 @@ void column_sums(const A* partial, T* out0, T* out1, int64_t row_blocks, int64_t
   if (cols == 0) return;
   column_sums_kernel<T, A><<<static_cast<unsigned>((2 * cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
                              stream>>>(partial, SumOutputs<T>{{out0, out1}}, row_blocks, cols, 2);
+}
+
+// The sums of a backward tiled by column_sum_tiling() whose kernel writes `out` itself when one
+// row block covers every row (one launch fewer at small batches), else partial: row_blocks x
+// width. No rows: out comes out zeros.
+template <typename T, typename A>
+void sum_row_blocks(const RowTiling& t, const A* partial, T* out, int64_t width, cudaStream_t stream) {
+  if (t.row_blocks != 1) column_sums(partial, out, t.row_blocks, width, stream);
 }
 
 }  // namespace

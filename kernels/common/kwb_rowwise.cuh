@@ -11,9 +11,8 @@
 //   16384 bf16 elements (2048 with 1-element "vectors", when a row is not a whole number of
 //   16-byte vectors or a pointer is not 16-byte aligned).
 // - Looping path, for longer rows: 1024 threads per row walk it in two passes (reduce, then
-//   write), reading x twice. A row of 262144 fp32 is 1 MB, and the 264 rows in flight on the
-//   H100 do not fit its 50 MB L2: the second read comes from HBM (predicted 2/3 of the
-//   copy ceiling for a read-write op). The sweep in each kernel's NOTES.md shows where.
+//   write), reading x twice; once the rows in flight outgrow the L2, the second read comes from
+//   HBM (the prediction: kernels/softmax/NOTES.md; the sweep in each kernel's NOTES.md shows where).
 //
 // Rows are visited by a loop over row groups (`for base = blockIdx.x * rows_per_block; ...;
 // base += gridDim.x * rows_per_block`): a forward launches one block per group; a backward
@@ -51,13 +50,11 @@ inline int64_t pow2_ceil(int64_t v) {
 
 // The most threads a register-path block may have with kVecs vectors per thread: 4 vectors of
 // one tensor are 32 floats, which a 1024-thread block (64 registers a thread) spilled
-// (ptxas: 48 bytes of spill stores in bf16's forward).
+// (kernels/layernorm/NOTES.md).
 constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 // Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4
-// vectors caps a thread at 64 registers, so 8 blocks of 128 threads (8 rows of 4096 bf16)
-// are in flight an SM. Uncapped, bf16 LayerNorm's forward took 87 registers and softmax's 73
-// (5 and 7 blocks an SM): on the H100 at 16384 x 4096 the cap took LayerNorm from 103.2 to
-// 98.3 us (86.8 -> 91.0% of the copy ceiling) and softmax from 103.0 to 96.5 (92.8%).
+// vectors caps a thread at 64 registers, so 8 blocks of 128 threads (8 rows of 4096 bf16) are
+// in flight an SM, not 5 or 7 (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
 constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
 
 // target_vecs: vectors per thread to aim for (fewer threads per row, cheaper reductions, more
@@ -67,10 +64,8 @@ constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
   // KWB_ROW_VECS=1|2|4 overrides the kernel's target for tuning runs (every variant is
-  // compiled; a benchmark compares them without a rebuild). On the H100 at bf16 16384 x 4096,
-  // 4 won: LayerNorm 98.2 us, against 118.3 at 2 and 198.1 at 1 (a row's reduction over more
-  // threads); an 8-vector path (tried at 81bb7f6, 64 threads a row) lost too: 106.2 us, and
-  // softmax 165.5 against 96.5 (96 to 146 registers a thread, few rows in flight).
+  // compiled; a benchmark compares them without a rebuild). 4 won, and an 8-vector path lost
+  // (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
   static const int env_vecs = [] {
     const char* v = std::getenv("KWB_ROW_VECS");
     const int n = v ? std::atoi(v) : 0;
@@ -100,11 +95,10 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
 // Reduction over the tpr threads of each row of a block, of up to N floats at once (LayerNorm's
 // backward sums mean(g) and mean(g * xhat) together), with one __syncthreads() a call: the
 // scratch is double-buffered, so a call's writes cannot race the previous call's reads (those
-// ended before the previous call's barrier, which every thread has passed). On the H100 at
-// bf16 16384 x 4096, one reduction instead of two cut LayerNorm's backward by ~11 us (225 vs
-// 236); the forwards keep two simple reductions (max, then sum; mean, then M2): merging them
-// into one (count, mean, M2) or online (max, sum) reduction put a division or two exps on every
-// merge step, and LayerNorm took 110.7 us against 102.6, softmax 106.0 against 102.4.
+// ended before the previous call's barrier, which every thread has passed). The forwards keep
+// two simple reductions (max, then sum; mean, then M2): merging them into one (count, mean, M2)
+// or online (max, sum) reduction puts a division or two exps on every merge step, which was
+// slower (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
 //
 // combine(a, b) merges b into a and must be symmetric (same bits for (a, b) and (b, a)): the
 // warp's butterfly merges in different orders on different lanes; the block stage merges the

@@ -2,7 +2,7 @@
 // or "tanh", as F.gelu(F.linear(x, W, b), approximate). Op schemas, argument checks, the CPU
 // implementation, the CUDA routes and the registrations; the CUDA kernels are in linear_gelu.cu.
 //
-// CUDA routes (NOTES.md has the measurements behind them):
+// CUDA routes (kernels/linear_gelu/NOTES.md has the measurements behind them):
 //   fp32 with kTiledMinRows to kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
@@ -28,10 +28,8 @@
 
 namespace {
 
-// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel. Measured at
-// x 768 -> 3072 on the H100 (NOTES.md): 32 rows 27.6 us tiled against cuBLAS's 42.0; but
-// 8 rows 26.6 against 17.9 and 64 rows 42.0 against 33.9 (cuBLAS's fp32 kernel choice is
-// poor only around 32 rows).
+// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel: cuBLAS's fp32
+// kernel choice is poor only around 32 rows (kernels/linear_gelu/NOTES.md).
 constexpr int64_t kTiledMinRows = 17, kTiledMaxRows = 48;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
@@ -236,22 +234,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(const a
   return gradients_from(grad_pre, x, weight);
 }
 
-at::Tensor linear_gelu_naive_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                     c10::string_view approximate) {
-  constexpr const char* op = "linear_gelu_naive";
+// The ops that run one matrix kernel whatever the batch (linear_gelu_naive, linear_gelu_tiled).
+at::Tensor matrix_kernel_op(const char* op, Launcher launch, const at::Tensor& x, const at::Tensor& weight,
+                            const at::Tensor& bias, c10::string_view approximate) {
   const bool tanh_form = is_tanh(op, approximate);
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
-  return run_matrix_kernel(op, linear_gelu_naive_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+  return run_matrix_kernel(op, launch, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+}
+
+at::Tensor linear_gelu_naive_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     c10::string_view approximate) {
+  return matrix_kernel_op("linear_gelu_naive", linear_gelu_naive_cuda, x, weight, bias, approximate);
 }
 
 at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                      c10::string_view approximate) {
-  constexpr const char* op = "linear_gelu_tiled";
-  const bool tanh_form = is_tanh(op, approximate);
-  check_args(op, x, weight, bias, kCudaTypes, "CUDA");
-  const c10::cuda::CUDAGuard guard(x.device());
-  return run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, nullptr).reshape(out_shape(x, weight));
+  return matrix_kernel_op("linear_gelu_tiled", linear_gelu_tiled_cuda, x, weight, bias, approximate);
 }
 #endif
 

@@ -7,13 +7,11 @@
 //          coalescing), and nothing is reused through shared memory or registers.
 //   tiled  32 x 32 output tiles, 32-wide slabs of x and W staged in shared memory, each thread
 //          4 outputs in registers, bias + GELU applied before the one store; split over k
-//          when the tiles alone do not fill the GPU. At 32 x 768 -> 3072 fp32 there are 96
-//          tiles: one block per tile took 46 us on the H100 (each of its 24 slabs waits for
-//          its loads; nothing else runs on the SM to hide that), slower than cuBLAS (41 us).
-//          Split 6 ways over k, 576 blocks keep W's loads in flight (NOTES.md).
+//          when the tiles alone do not fill the GPU: with one block per tile, each waits on
+//          its slabs' loads with nothing else on its SM to hide them (kernels/linear_gelu/NOTES.md).
 //
 // Large and half-precision products go to cuBLASLt (linear_gelu.cpp): no SIMT kernel comes
-// near its tensor-core kernels (about 790 TFLOP/s on large bf16 products on the H100).
+// near its tensor-core kernels (kernels/linear_gelu/NOTES.md).
 #include "kwb_elementwise.cuh"
 #include "kwb_gelu.cuh"
 #include "linear_gelu.h"

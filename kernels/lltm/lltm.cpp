@@ -3,12 +3,10 @@
 // the pointwise part and the CPU/CUDA registrations; the CUDA kernels are in lltm.cu.
 //
 // One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
-// rides in cuBLASLt's epilogue, as in F.linear), and X's and W's gradients backward.
-// Measured on the H100, fp32 batch 16 / 32 / 128: products split along W's columns (no
-// concatenation) took 43.6 us forward, a plain mm then the bias in the pointwise kernel
-// 42.2 us, against eager's 28.5 us; in fp16 the same code took 14.0 us: fp32 mm's small
-// GEMM was the cost. X is returned and saved for backward; X's gradient goes back whole and
-// ops.py hands out its two column blocks as old_h's and input's gradients (views, no copy).
+// rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
+// kernels/lltm/NOTES.md), and X's and W's gradients backward. X is returned and saved for
+// backward; X's gradient goes back whole and ops.py hands out its two column blocks as old_h's
+// and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm.h>
@@ -75,7 +73,7 @@ Forward lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, con
     const scalar_t* c = cc.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, B, std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(S, 1)), [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;
@@ -126,7 +124,7 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
                    *gcell = dc.const_data_ptr<scalar_t>();
     scalar_t* dz = grad_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dcell = grad_old_cell.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, B, std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(S, 1)), [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = 0; j < S; ++j) {
           const scalar_t* zr = z + r * 3 * S;

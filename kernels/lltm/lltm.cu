@@ -28,23 +28,11 @@ __device__ __forceinline__ double tanh_(double v) { return tanh(v); }
 template <typename A> __device__ __forceinline__ A sigmoid(A z) { return A(1) / (A(1) + exp_(-z)); }
 template <typename A> __device__ __forceinline__ A elu(A z) { return z > A(0) ? z : expm1_(z); }  // alpha = 1
 
-struct Place {
-  int64_t c, r0, r1, row_block;
-};
-
-__device__ __forceinline__ Place place(const kwb::RowTiling& t, int vec) {
-  const int64_t col_block = blockIdx.x % t.col_blocks;
-  const int64_t row_block = blockIdx.x / t.col_blocks;
-  const int64_t r0 = row_block * t.rows_per_block;
-  const int64_t r1 = r0 + t.rows_per_block < t.rows ? r0 + t.rows_per_block : t.rows;
-  return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
-}
-
 template <typename T, int kVec>
 __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const Place at = place(t, kVec);
+  const kwb::TilePlace at = kwb::tile_place(t, kVec);
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
@@ -84,7 +72,7 @@ template <typename T, int kVec>
 __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const Place at = place(t, kVec);
+  const kwb::TilePlace at = kwb::tile_place(t, kVec);
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
@@ -143,7 +131,6 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
 }
 
 constexpr double kForwardWaves = 4;
-constexpr double kBackwardWaves = 1;  // long runs of rows: a small bias-gradient workspace
 
 template <typename T>
 const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t stream) {
@@ -160,27 +147,21 @@ template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = kwb::row_vec<T>(p.state, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.batch, p.state, vec, kBackwardWaves, kwb::kMaxSumBlocks);
+  const kwb::RowTiling t = kwb::column_sum_tiling(p.batch, p.state, vec);
   if (t.blocks() > 0) {
     const unsigned blocks = static_cast<unsigned>(t.blocks());
     if (vec > 1) backward_kernel<T, 16 / sizeof(T)><<<blocks, t.threads, 0, stream>>>(p, t);
     else backward_kernel<T, 1><<<blocks, t.threads, 0, stream>>>(p, t);
   }
-  if (t.row_blocks != 1)  // (a batch of 0: zeros) one launch fewer at the tutorial's batch of 16
-    kwb::column_sums(static_cast<const A*>(p.workspace), static_cast<T*>(p.grad_bias), t.row_blocks, 3 * p.state,
-                     stream);
+  // a workspace row holds the three gates' partial sums side by side
+  kwb::sum_row_blocks(t, static_cast<const A*>(p.workspace), static_cast<T*>(p.grad_bias), 3 * p.state, stream);
   return kwb::last_launch_error();
 }
 
 }  // namespace
 
 int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dtype, bool aligned) {
-  int vec = 1;
-  KWB_DTYPE_SWITCH(dtype, T, [&] {
-    vec = kwb::row_vec<T>(state, aligned);
-    return nullptr;
-  });
-  return kwb::row_tiling(batch, state, vec, kBackwardWaves, kwb::kMaxSumBlocks).row_blocks;
+  return kwb::column_sum_workspace_rows(batch, state, dtype, aligned);
 }
 
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -13,7 +13,7 @@ constexpr const char* kOp = "polynomial_activation";
 constexpr const char* kBackward = "polynomial_activation_backward";
 
 // Span functions with __restrict__ pointers: the loop vectorizes inside the OpenMP region
-// (see relu_scale.cpp for the 28x it is worth).
+// (what that is worth: kernels/relu_scale/NOTES.md).
 template <typename scalar_t>
 void polynomial_span(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) out[i] = in[i] * in[i] + in[i] + scalar_t(1);

@@ -12,9 +12,8 @@ namespace {
 constexpr const char* kOp = "relu_scale";
 
 // The CPU loops work on one span of a parallel_for each. __restrict__ and by-value
-// arguments tell the compiler that writing out[i] changes no input and not `a`: without
-// them, the copy of the loop inside the OpenMP region stayed scalar (2^20 floats on 2
-// threads: 2.5 ms, against 0.09 ms vectorized).
+// arguments tell the compiler that writing out[i] changes no input and not `a`, so the loop
+// inside the OpenMP region vectorizes (kernels/relu_scale/NOTES.md).
 template <typename scalar_t>
 void relu_scale_span(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, scalar_t a,
                      int64_t begin, int64_t end) {

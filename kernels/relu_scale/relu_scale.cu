@@ -1,6 +1,6 @@
 // relu_scale CUDA kernels: y = max(x, 0) * alpha and its gradient, one read and one write
-// per element (8 bytes per fp32 element: 537 MB at 2^26, 179 us at the H100's 3.0 TB/s copy
-// ceiling). Both run through kwb::elementwise: 16-byte vectors, 64-bit indices.
+// per element (8 bytes per fp32 element; predicted time: kernels/relu_scale/NOTES.md). Both run
+// through kwb::elementwise: 16-byte vectors, 64-bit indices.
 #include "kwb_elementwise.cuh"
 #include "relu_scale.h"
 

@@ -4,7 +4,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -43,8 +42,7 @@ at::Tensor softmax_cpu(const at::Tensor& x) {
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), kOp, [&] {
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = in + r * cols;
         scalar_t* yr = out + r * cols;
@@ -52,7 +50,7 @@ at::Tensor softmax_cpu(const at::Tensor& x) {
         // comes out NaN as PyTorch's does (and all -inf gives exp(NaN) = NaN, as PyTorch's).
         scalar_t m = -std::numeric_limits<scalar_t>::infinity();
         for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
-        double s = 0;  // a double sum: fp32 summed in order drifted 1e-5 over 16400 terms
+        double s = 0;  // a double sum: an fp32 one summed in order drifts (kernels/softmax/NOTES.md)
         for (int64_t c = 0; c < cols; ++c) {
           yr[c] = std::exp(xr[c] - m);
           s += yr[c];
@@ -74,8 +72,7 @@ at::Tensor softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& y) {
     const scalar_t* g = gc.const_data_ptr<scalar_t>();
     const scalar_t* o = yc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, kwb::kCpuGrain / std::max<int64_t>(cols, 1));
-    at::parallel_for(0, rows, grain, [=](int64_t r0, int64_t r1) {
+    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         double dot = 0;
         for (int64_t c = 0; c < cols; ++c) dot += static_cast<double>(g[r * cols + c]) * o[r * cols + c];

@@ -1,9 +1,8 @@
 // softmax CUDA kernels over the last dimension: y = exp(x - max) / sum(exp(x - max)), and its
 // backward grad_x = y * (grad - sum(grad * y)). fp32 math for fp32, fp16 and bf16 data.
 //
-// Bytes: forward reads x and writes y, 268 MB at bf16 16384 x 4096: 89 us at the H100's
-// 3.0 TB/s copy ceiling. torch.compile takes 160 us there (56%), eager 213 us (BASELINES.md).
-// Backward reads grad and y and writes grad_x: 403 MB, 134 us at the ceiling.
+// Bytes: forward reads x and writes y; backward reads grad and y and writes grad_x. Predicted
+// and measured: kernels/softmax/NOTES.md (eager and torch.compile: benchmarks/reference/h100_baselines.md).
 //
 // Rows up to 8192 fp32 / 16384 bf16 elements live in registers (kwb_rowwise.cuh): one read,
 // two reductions (max, then the sum of exp), one write. Longer rows take two passes: an online
@@ -47,8 +46,8 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
         for (int j = 0; j < kVec; ++j) m = fmaxf(m, in.at(i, j));
     m = reduce.max(m, tpr);
     // fp32 keeps exp(x - max) in registers for the write; half types compute it again there
-    // (ex2.approx is cheap): 32 floats a thread at 4096 bf16 cost rows in flight. Holding them,
-    // bf16 16384 x 4096 took 121 us on the H100 (74% of the copy ceiling) against fp32's 98%.
+    // (ex2.approx is cheap): 32 floats a thread at 4096 bf16 cost rows in flight
+    // (kernels/softmax/NOTES.md, v1).
     constexpr bool kKeep = sizeof(T) == 4;
     float e[kKeep ? kVecs : 1][kKeep ? kVec : 1], s = 0.f;
 #pragma unroll
