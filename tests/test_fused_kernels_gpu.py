@@ -1,6 +1,6 @@
-"""polynomial_activation, bias_gelu and lltm on a GPU: the harness on fp32/fp16/bf16, gradcheck
-in float64, opcheck, torch.compile, unaligned views (the scalar path), the large sizes of the
-issue, the current stream and device mismatches."""
+"""polynomial_activation, bias_gelu and lltm on a GPU: gradcheck in float64, torch.compile,
+unaligned views (the scalar path), the large sizes of the issue, the current stream and device
+mismatches (the harness check and opcheck of every kernel are test_every_kernel.py's)."""
 from __future__ import annotations
 
 import re
@@ -31,11 +31,11 @@ def lltm_backward_args(k, fwd_args, grad_h, grad_cell, fwd_outs=None):
     """k.lltm_backward's arguments, picked by the names in the ops' schemas: the gradients of
     new_h and new_cell, the forward's inputs, and what else the forward returns for backward
     (gates, X, ...). So these tests follow the ops' signatures rather than hard-code them."""
-    fwd = k.lltm_forward.default._schema
+    fwd = k.op("lltm_forward").default._schema
     named = dict(zip((a.name for a in fwd.arguments), fwd_args))
     named.update(zip((r.name for r in fwd.returns), fwd_outs if fwd_outs is not None else k.lltm_forward(*fwd_args)))
     named.update(grad_h=grad_h, grad_cell=grad_cell)
-    return tuple(named[a.name] for a in k.lltm_backward.default._schema.arguments)
+    return tuple(named[a.name] for a in k.op("lltm_backward").default._schema.arguments)
 
 
 def misaligned(shape, dtype, seed=0, scale=1.0):
@@ -55,18 +55,6 @@ def close(got, expected, tol, what=""):
     """got (any dtype) against an upcast reference, at a spec Tolerance."""
     torch.testing.assert_close(got.detach().float(), expected.detach().float(), atol=tol.atol, rtol=tol.rtol,
                                msg=lambda m: f"{what}: {m}" if what else m)
-
-
-# ---- the harness ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_matches_reference_on_awkward_shapes_through_the_harness(kernels, name):
-    k = kernels[name]
-    report = wb.check(k, device="cuda")
-    assert report.passed, str(report)
-    assert {c.dtype for c in report.cases} == set(DTYPES)
-    assert {c.op for c in report.cases} == {op.name for op in k.spec.SPEC.ops}
 
 
 # ---- gradcheck in float64 on the GPU -------------------------------------------------------
@@ -91,35 +79,6 @@ def test_gradcheck_lltm_cuda(kernels, state):
     k = kernels["lltm"]
     args = lltm_inputs(k, 3, 4, state, torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(k.lltm, args)
-
-
-# ---- opcheck on every op -------------------------------------------------------------------
-
-
-def test_opcheck_polynomial_activation_cuda(kernels):
-    pa = kernels["polynomial_activation"]
-    x = torch.randn(5, 37, device="cuda", requires_grad=True)
-    torch.library.opcheck(pa.polynomial_activation.default, (x,))
-    torch.library.opcheck(pa.polynomial_activation_backward.default, (torch.randn(5, 37, device="cuda"), x.detach()))
-
-
-@pytest.mark.parametrize("approximate", ["tanh", "none"])
-def test_opcheck_bias_gelu_cuda(kernels, approximate):
-    bg = kernels["bias_gelu"]
-    x = torch.randn(3, 5, 64, device="cuda", requires_grad=True)
-    b = torch.randn(64, device="cuda", requires_grad=True)
-    torch.library.opcheck(bg.bias_gelu.default, (x, b, approximate))
-    torch.library.opcheck(bg.bias_gelu_backward.default,
-                          (torch.randn(3, 5, 64, device="cuda"), x.detach(), b.detach(), approximate))
-
-
-def test_opcheck_lltm_cuda(kernels):
-    k = kernels["lltm"]
-    args = lltm_inputs(k, 3, 4, 8, torch.float32, requires_grad=True)
-    torch.library.opcheck(k.lltm_forward.default, args)
-    plain = tuple(a.detach() for a in args)
-    grads = (torch.randn(3, 8, device="cuda"), torch.randn(3, 8, device="cuda"))
-    torch.library.opcheck(k.lltm_backward.default, lltm_backward_args(k, plain, *grads))
 
 
 # ---- torch.compile -------------------------------------------------------------------------
@@ -196,7 +155,7 @@ def test_lltm_unaligned(kernels, dtype):
     close(new_cell, ref_c, op.tolerance(dtype), "new_cell")
     grad_h = misaligned((batch, state), dtype, 3)
     grad_cell = torch.randn(batch, state, generator=torch.Generator().manual_seed(4), dtype=torch.float64).to("cuda", dtype)
-    grads = dict(zip((r.name for r in k.lltm_backward.default._schema.returns),
+    grads = dict(zip((r.name for r in k.op("lltm_backward").default._schema.returns),
                      k.lltm_backward(*lltm_backward_args(k, args, grad_h, grad_cell, outs))))
     ref_grads = torch.autograd.grad((ref_h, ref_c), up, (grad_h.float(), grad_cell.float()))
     ref = dict(zip(("grad_input", "grad_weights", "grad_bias", "grad_old_h", "grad_old_cell"), ref_grads))

@@ -21,7 +21,14 @@ def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
     for needed in ("kwb_kernels/relu_scale/relu_scale.cu", "kwb_kernels/relu_scale/relu_scale.cpp",
                    "kwb_kernels/relu_scale/spec.py", "kwb_kernels/relu_scale/ops.py",
                    "kwb_kernels/common/kwb_library.h", "kwb_kernels/common/kwb_elementwise.cuh",
-                   "workbench/loader.py", "cache_tools/layout.py"):
+                   "workbench/build/loader.py", "workbench/harness/spec.py", "workbench/report/plots.py",
+                   "cache_tools/layout.py", "cache_tools/manifest.py"):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "kwb = workbench.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    # one version string: the wheel's comes from workbench.__version__ (pyproject reads it)
+    import workbench
+
+    metadata = next(n for n in names if n.endswith("METADATA"))
+    assert f"Version: {workbench.__version__}\n" in zipfile.ZipFile(wheel).read(metadata).decode()
+    assert 'version = "' not in (ROOT / "pyproject.toml").read_text()

@@ -1,12 +1,31 @@
-"""relu_scale's Python face: fake kernels for torch.compile, and autograd.
+"""relu_scale's Python face (as pytorch/extension-cpp's ops.py): typed public functions over
+this build's ops, their fake kernels for torch.compile, and autograd.
 
-register() is called by the loader with the ops of one build (their namespace is chosen at
-load time; see kernels/common/kwb_library.h).
+register(ops) is called by the loader with the ops of one build (their namespace is chosen at
+load time; kernels/common/kwb_library.h) and returns the public functions, which the loaded
+kernel exposes (k.relu_scale); k.op(name) is the dispatcher op itself.
 """
 import torch
+from torch import Tensor
+
+_ops = None  # this build's ops, set by register()
+
+
+def relu_scale(x: Tensor, alpha: float) -> Tensor:
+    """max(x, 0) * alpha, elementwise, in x's dtype (fp32 arithmetic for half types).
+    Differentiable in x; the gradient at x == 0 is 0, as torch.relu's."""
+    return _ops.relu_scale(x, alpha)
+
+
+def relu_scale_backward(grad: Tensor, x: Tensor, alpha: float) -> Tensor:
+    """The gradient of relu_scale: grad * alpha where x > 0, else 0."""
+    return _ops.relu_scale_backward(grad, x, alpha)
 
 
 def register(ops):
+    global _ops
+    _ops = ops
+
     @torch.library.register_fake(ops.qualname("relu_scale"))
     def _(x, alpha):
         # Outputs are always contiguous (non-contiguous inputs are copied first).
@@ -27,3 +46,4 @@ def register(ops):
         return ops.relu_scale_backward(grad, x, ctx.alpha), None
 
     torch.library.register_autograd(ops.qualname("relu_scale"), backward, setup_context=setup_context)
+    return {f.__name__: f for f in (relu_scale, relu_scale_backward)}

@@ -220,7 +220,9 @@ def why_fuse(traffics: dict[str, Traffic], ceiling: float) -> Markdown:
 
 def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
     """How many CUDA kernels one call of fn launches (torch.profiler), or None without a GPU."""
-    if not torch.cuda.is_available():
+    from ..build import device as devices
+
+    if not devices.gpu_visible():
         return None
     from torch.profiler import ProfilerActivity, profile
 
