@@ -157,6 +157,24 @@ def _targets(names: tuple[str, ...]) -> list[str]:
     return list(names) or sources.builtin_names()
 
 
+def _for_each_kernel(names: tuple[str, ...], work) -> None:
+    """work(name) -> passed, for each named (or every shipped) kernel; a ValueError is a usage
+    error (exit 2), a KwbError that kernel's failure; exit 1 if any failed."""
+    from .build.errors import KwbError
+
+    failed = False
+    for name in _targets(names):
+        try:
+            failed = not work(name) or failed
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        except KwbError as e:
+            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
+            failed = True
+    if failed:
+        sys.exit(1)
+
+
 def _timing_options(f):
     """--sizes, --sweep and --baselines, shared by `kwb bench` and `kwb run`."""
     f = click.option("--baselines", default="eager,compile,vendor", show_default=True,
@@ -199,25 +217,17 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
     Every op, dtype and awkward shape (empty, 1, 37, 199, 760, 1128, ...), fresh random inputs
     with the seed printed, outputs poisoned with NaN so an unwritten element fails, gradients
     against autograd of the reference. Exit code 1 if any case fails."""
-    from .build.errors import KwbError
     from .harness import correctness as checking
     from .report.render import print_check
 
     device, dtype_list = _run_device(device), parse_dtypes(dtypes)
-    failed = False
-    for name in _targets(names):
-        try:
-            report = checking.check(name, device=device, dtypes=dtype_list, seed=seed, backward=not no_backward)
-        except ValueError as e:
-            raise click.UsageError(str(e)) from None
-        except KwbError as e:
-            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
-            failed = True
-            continue
+
+    def check_one(name: str) -> bool:
+        report = checking.check(name, device=device, dtypes=dtype_list, seed=seed, backward=not no_backward)
         print_check(out, report, verbose)
-        failed = failed or not report.passed
-    if failed:
-        sys.exit(1)
+        return report.passed
+
+    _for_each_kernel(names, check_one)
 
 
 @main.command()
@@ -234,7 +244,6 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
     p20/p80, GB/s from the spec's bytes model as a share of the copy ceiling measured in this
     run, and the speedup over each baseline. Each provider is validated before it is timed."""
-    from .build.errors import KwbError
     from .harness import benchmark as benching
     from .harness.cases import kernel_and_device
     from .report.render import bench_header, bench_table
@@ -242,27 +251,19 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     device, dtype_list = _run_device(device), parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     sessions: dict = {}  # one timer and copy ceiling per device, measured once
-    failed = False
-    for name in _targets(names):
-        try:
-            kernel, dev = kernel_and_device(name, device)
-            if dev not in sessions:
-                sessions[dev] = benching.new_session(dev)
-            report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
-                                    graphs=not no_graphs, session=sessions[dev], backward=backward)
-        except ValueError as e:
-            raise click.UsageError(str(e)) from None
-        except KwbError as e:
-            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
-            failed = True
-            continue
+
+    def bench_one(name: str) -> bool:
+        kernel, dev = kernel_and_device(name, device)
+        if dev not in sessions:
+            sessions[dev] = benching.new_session(dev)
+        report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
+                                graphs=not no_graphs, session=sessions[dev], backward=backward)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
         if out_dir is not None:
-            path = report.save(out_dir)
-            out.print(f"appended {len(report.rows)} rows to {path}")
-        failed = failed or bool(report.failures)
-    if failed:
-        sys.exit(1)
+            out.print(f"appended {len(report.rows)} rows to {report.save(out_dir)}")
+        return not report.failures
+
+    _for_each_kernel(names, bench_one)
 
 
 @main.command()
