@@ -146,7 +146,7 @@ def load_module(ws: Workspace) -> Loaded:
         k = wb.load(ws.folder, device="cuda")
         compiled = bool(k.build.compiled)
         return Loaded(k.relu_scale, str(k.library_path), compiled,
-                      k.info.get("build_seconds") if compiled else None)
+                      k.build.manifest.build_seconds if compiled else None)
     from torch.utils.cpp_extension import load
 
     module = load(name=TUTORIAL_NAME, sources=[ws.cu], extra_cuda_cflags=["-O3"])

@@ -74,7 +74,7 @@ class Manifest:
                     continue
                 return None
             value = data[f.name]
-            if not isinstance(value, _JSON_TYPES[f.type]) or isinstance(value, bool):
+            if not isinstance(value, _JSON_TYPES.get(f.type, ())) or isinstance(value, bool):
                 return None
             values[f.name] = value
         return cls(**values)

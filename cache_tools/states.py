@@ -87,8 +87,10 @@ def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, dee
         if v.library is not None and not any(f.name.endswith(layout.MANIFEST_SUFFIX) for f in v.files):
             return "broken", [f"{v.library.name} has no manifest: its build stopped before finishing"]
         return "broken", ["unreadable manifest (another kwb format, or damaged)"]
-    if v.library is None or v.library.name != m.library:
+    if v.library is None:
         return "broken", [f"no library: {m.library} is missing"]
+    if v.library.name != m.library:
+        return "broken", [f"the manifest names {m.library}, not {v.library.name}, as its library (damaged)"]
     size = v.library.stat().st_size if v.library.exists() else -1
     if size != m.library_size:
         return "broken", [f"{v.library.name} is {size} bytes, the build wrote {m.library_size}"]

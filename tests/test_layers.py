@@ -24,8 +24,22 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _public_modules() -> dict[str, str]:
+    """workbench's short module names ("workbench.spec") and the rooms' modules they are, read
+    from the front door's _PUBLIC_MODULES without importing it."""
+    tree = ast.parse((ROOT / "workbench" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "_PUBLIC_MODULES" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("workbench/__init__.py has no _PUBLIC_MODULES")
+
+
+PUBLIC = _public_modules()
+
+
 def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
-    """(line, absolute module, names imported from it) for every import in the file."""
+    """(line, absolute module, names imported from it) for every import in the file; the short
+    public names (workbench.spec, `from workbench import plots`) as the rooms' modules they are."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
@@ -39,10 +53,11 @@ def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
             names = [a.name for a in node.names]
-            found.append((node.lineno, base, names))
+            found.append((node.lineno, PUBLIC.get(base, base), names))
             # `from . import loader` imports the module workbench.build.loader
             found += [(node.lineno, f"{base}.{n}", []) for n in names if (ROOT / Path(*f"{base}.{n}".split("."))).with_suffix(".py").exists()]
-    return found
+            found += [(node.lineno, PUBLIC[f"{base}.{n}"], []) for n in names if f"{base}.{n}" in PUBLIC]
+    return [(line, PUBLIC.get(module, module), names) for line, module, names in found]
 
 
 def _room(module: str) -> str | None:
@@ -94,13 +109,17 @@ def test_the_rule_is_written_in_each_rooms_docstring():
         assert "never imports" in doc, f"workbench/{room}/__init__.py must say what it never imports"
 
 
-def test_the_import_reader_sees_a_violation(tmp_path):
-    # the check itself: a relative import of the report room from a harness module is caught
+def test_the_import_reader_sees_a_violation():
+    # the check itself: relative imports of the report room, and its modules under their short
+    # public names, from a harness module are all caught
     bad = ROOT / "workbench" / "harness" / "_layers_probe.py"
-    bad.write_text("def f():\n    from ..report import render\n    from . import spec\n")
+    bad.write_text("def f():\n    from ..report import render\n    from . import spec\n"
+                   "    from workbench import plots\n    import workbench.notebook\n    from workbench.plots import save\n")
     try:
         found = [(imported, names) for _, imported, names in _imports(bad)]
         assert ("workbench.report", ["render"]) in found and ("workbench.harness", ["spec"]) in found
-        assert any(_under(m, "workbench.report") for m, _ in found)
+        assert [m for m, _ in found if _under(m, "workbench.report")] == \
+            ["workbench.report", "workbench.report.render", "workbench.report.plots", "workbench.report.notebook",
+             "workbench.report.plots"]
     finally:
         bad.unlink()

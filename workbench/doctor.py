@@ -27,6 +27,7 @@ def run_checks() -> list[Check]:
         checks.append(Check("torch", "fail", f"cannot import torch: {e}", "pip install torch"))
         return checks
     from cache_tools import layout
+    from cache_tools.tool_versions import tool_version
 
     from .build import device as devices, toolchain
 
@@ -40,9 +41,9 @@ def run_checks() -> list[Check]:
         checks.append(Check("c++ compiler", "fail", f"{cxx}: links libstdc++ statically into shared libraries (extensions would crash)",
                             "set KWB_CXX to a compiler that links libstdc++ as a shared library, e.g. /usr/bin/g++"))
     else:
-        checks.append(Check("c++ compiler", "ok", f"{cxx}: {toolchain.tool_version(cxx)}"))
+        checks.append(Check("c++ compiler", "ok", f"{cxx}: {tool_version(cxx)}"))
     ninja = toolchain.ninja_path()
-    checks.append(Check("ninja", "ok" if ninja else "fail", f"{ninja}: {toolchain.tool_version(ninja)}" if ninja else "not found",
+    checks.append(Check("ninja", "ok" if ninja else "fail", f"{ninja}: {tool_version(ninja)}" if ninja else "not found",
                         "" if ninja else "pip install ninja"))
 
     nvcc = toolchain.nvcc_path()
@@ -50,7 +51,7 @@ def run_checks() -> list[Check]:
         checks.append(Check("nvcc", "warn", "not found: kernels build for the CPU only",
                             "install the CUDA toolkit matching torch's CUDA, or set CUDA_HOME"))
     else:
-        line = toolchain.tool_version(nvcc)
+        line = tool_version(nvcc)
         nv = toolchain.nvcc_cuda_version(line)
         if info.cuda is None:
             checks.append(Check("nvcc", "warn", f"{nvcc}: CUDA {nv}, but this torch has no CUDA", "install a CUDA build of torch to run CUDA kernels"))

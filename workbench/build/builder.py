@@ -20,6 +20,7 @@ from pathlib import Path
 from cache_tools import layout
 from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from cache_tools.manifest import Manifest
+from cache_tools.tool_versions import tool_version
 
 from . import toolchain
 from .errors import BuildError, ToolchainError
@@ -86,14 +87,14 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         "torch": info.version,
         "torch_git": info.git,
         "torch_cuda": info.cuda or "none",
-        "cxx": toolchain.tool_version(cxx, root),
+        "cxx": tool_version(cxx, root),
     }
     if device == "cuda":
         nvcc = toolchain.nvcc_path()
         assert nvcc is not None
         home = toolchain.cuda_home()
         archs = toolchain.cuda_archs()
-        versions["nvcc"] = toolchain.tool_version(nvcc, root)
+        versions["nvcc"] = tool_version(nvcc, root)
         cuda_include = str(home / "include")
         cflags += ["-DKWB_WITH_CUDA", f"-isystem{cuda_include}"]
         # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is

@@ -26,9 +26,12 @@ def cuda_build_problem() -> str | None:
 
 
 def normalize(device) -> str | None:
-    """None, "cpu", "cuda" or a torch.device -> None, "cpu" or "cuda"; anything else is a ValueError."""
+    """None, "cpu", "cuda" ("cuda:0"), or a torch.device -> None, "cpu" or "cuda"; anything else is
+    a ValueError."""
     device = getattr(device, "type", device)  # torch.device("cuda:0") -> "cuda"
-    if device is None or device in DEVICES:
+    if isinstance(device, str) and device.partition(":")[0] in DEVICES:
+        return device.partition(":")[0]
+    if device is None:
         return device
     raise ValueError(f"device must be 'cpu' or 'cuda' (or None for the best available), got {device!r}")
 

@@ -53,7 +53,7 @@ class BuildLock:
                 if waited >= reported + (1.0 if reported == 0.0 else REPORT_EVERY_SECONDS):
                     reported = waited
                     owner = read_owner(self.path)
-                    who = owner.describe() if owner else "another process"
+                    who = f"pid {owner.pid} on {owner.host}" if owner else "another process"
                     notices.say(f"kwb: waiting for {who} to finish building {self.what} ({waited:.0f} s)")
                 if self.timeout is not None and waited > self.timeout:
                     os.close(fd)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from cache_tools.tool_versions import file_ident, remember, remembered, tool_version
+from cache_tools.tool_versions import file_ident, remember, remembered
 
 from . import notices
 from .errors import ToolchainError

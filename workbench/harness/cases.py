@@ -43,10 +43,6 @@ class Case:
     flops: float | None = None
     baseline_tolerance: Tolerance | None = None  # how baselines are validated before timing
 
-    @property
-    def shape_text(self) -> str:
-        return "x".join(map(str, self.shape)) if self.shape else "scalar"
-
 
 # ---- dtypes, seeds, errors ---------------------------------------------------------------
 

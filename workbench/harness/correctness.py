@@ -103,7 +103,7 @@ class CheckReport(Rendered):
 
     def error_histograms(self) -> list[dict]:
         """Relative-error counts per (kernel, op, what, dtype) over all shapes, in the log10 bins
-        of workbench.compare: what the error-distribution plot draws."""
+        of workbench.harness.compare: what the error-distribution plot draws."""
         edges = histogram_edges()
         sums: dict[tuple, list[int]] = {}
         tols: dict[tuple, Tolerance | None] = {}
