@@ -27,7 +27,7 @@ from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
 from .locking import BuildLock
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
-from .sources import KernelSource
+from .sources import KernelSource, common_dir
 
 INPUTS_RECORD = ".kwb-inputs.json"  # per build folder: content hashes each object was built from
 MAX_BUILD_ATTEMPTS = 3  # a source edited during a build triggers another build, at most this often
@@ -70,13 +70,28 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
     abi = f"-D_GLIBCXX_USE_CXX11_ABI={int(info.cxx11_abi)}"
     includes = [f"-I{d}" for d in source.include_dirs]
     torch_includes = [f"-isystem{d}" for d in info.include_dirs]
-    # -fvisibility=hidden: two builds of one kernel in one process never bind to each other's symbols.
-    # -fno-trapping-math: float selects vectorize, 33x on relu_scale's CPU loop (benchmarks/reference/workbench_choices.md).
     openmp = toolchain.openmp_flags(cxx, root)
-    cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
-              "-fdiagnostics-color=never", abi, *includes, *torch_includes]
-    ldflags = ["-shared", *openmp, *toolchain.fast_linker_flags(), "-Wl,--no-undefined", f"-L{info.library_dir}",
-               f"-Wl,-rpath,{info.library_dir}", "-lc10", "-ltorch_cpu"]
+    linker = ["-shared", *openmp, *toolchain.fast_linker_flags(), f"-L{info.library_dir}", f"-Wl,-rpath,{info.library_dir}"]
+    if source.torch_style:
+        # Code written against torch/extension.h compiles with the flags torch.utils.cpp_extension
+        # gives it (no -O: torch's default), so it means what it means there.
+        defines = [f"-DTORCH_EXTENSION_NAME={source.module_name}", "-DTORCH_API_INCLUDE_EXTENSION_H",
+                   *toolchain.pybind11_abi_flags()]
+        cflags = [f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", *openmp, "-fdiagnostics-color=never", abi,
+                  *defines, *includes, *torch_includes, f"-isystem{toolchain.python_include()}"]
+        # no --no-undefined: a Python module's symbols come from the interpreter that loads it
+        ldflags = [*linker, "-lc10", "-ltorch_cpu", "-ltorch", "-ltorch_python"]
+    else:
+        defines = []
+        # -fvisibility=hidden: two builds of one kernel in one process never bind to each other's symbols.
+        # -fno-trapping-math: float selects vectorize, 33x on relu_scale's CPU loop (benchmarks/reference/workbench_choices.md).
+        cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
+                  "-fdiagnostics-color=never", abi, *includes, *torch_includes]
+        ldflags = [*linker, "-lc10", "-ltorch_cpu"]
+        if cuda_includes_torch:  # torch/extension.h in both parts: Python's headers, Python's symbols at load
+            cflags.append(f"-isystem{toolchain.python_include()}")
+        else:
+            ldflags.insert(len(linker), "-Wl,--no-undefined")
     nvcc = None
     cuda_cflags: list[str] = []
     archs: tuple[str, ...] = ()
@@ -95,25 +110,25 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         home = toolchain.cuda_home()
         archs = toolchain.cuda_archs()
         versions["nvcc"] = tool_version(nvcc, root)
-        cuda_include = str(home / "include")
-        cflags += ["-DKWB_WITH_CUDA", f"-isystem{cuda_include}"]
-        # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is
-        # -O3 in cicc and ptxas regardless (benchmarks/reference/workbench_choices.md).
+        cflags += [*([] if source.torch_style else ["-DKWB_WITH_CUDA"]), f"-isystem{home / 'include'}"]
         # -ccbin: nvcc's host compiler is the one in the key, not whichever gcc PATH finds first.
-        cuda_cflags = ["-O1", "-std=c++17", "-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-                       abi, "-lineinfo", *toolchain.gencode_flags(archs), *includes]
-        if cuda_includes_torch:
-            import sysconfig
-
-            cuda_cflags[0:2] = ["-O3", f"-std={info.cxx_standard}"]
-            cuda_cflags += [*torch_includes, f"-isystem{sysconfig.get_paths()['include']}",
-                            "-DKWB_CUDA_INCLUDES_TORCH", "--expt-relaxed-constexpr",
-                            "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
-                            "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
+        common = ["-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", abi,
+                  *toolchain.gencode_flags(archs), *includes]
+        if source.torch_style or cuda_includes_torch:
+            # torch's headers in a .cu: torch's nvcc flags, and nvcc takes -isystem and its folder apart
+            cuda_cflags = [f"-std={info.cxx_standard}", *common, *defines,
+                           *[arg for d in (*info.include_dirs, toolchain.python_include()) for arg in ("-isystem", d)],
+                           *toolchain.TORCH_NVCC_FLAGS]
+            if cuda_includes_torch:
+                cuda_cflags += ["-O3", "-DKWB_CUDA_INCLUDES_TORCH"]
+        else:
+            # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is
+            # -O3 in cicc and ptxas regardless (benchmarks/reference/workbench_choices.md).
+            cuda_cflags = ["-O1", "-std=c++17", *common, "-lineinfo"]
         lib64 = home / "lib64" if (home / "lib64").exists() else home / "lib"
         ldflags += ["-lc10_cuda", f"-L{lib64}", "-lcudart"]
-        if cuda_includes_torch:
-            ldflags += ["-ltorch_cuda", "-ltorch", "-ltorch_python"]
+        if source.torch_style or cuda_includes_torch:
+            ldflags += ["-ltorch_cuda", *([] if source.torch_style else ["-ltorch", "-ltorch_python"])]
     cflags += list(extra_cflags)
     cuda_cflags += list(extra_cuda_cflags)
     ldflags += list(extra_ldflags)
@@ -217,11 +232,36 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     return out
 
 
+def _step_flags(source: KernelSource, path: Path) -> tuple[str, ...]:
+    """A TORCH_LIBRARY extension's translation units that register ops include kwb's shim
+    first, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
+    if path in source.torch_library_units:
+        return ("-include", str(common_dir() / "kwb_torch_library.h"))
+    return ()
+
+
 def _plan(source: KernelSource, config: BuildConfig) -> NinjaPlan:
-    steps = [CompileStep(p, f"{p.stem}.o", False) for p in source.cpp_sources]
+    names = _object_names(source.sources(config.device == "cuda"))
+    steps = [CompileStep(p, names[p], False, _step_flags(source, p)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, f"{p.stem}.cuda.o", True) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p)) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
+
+
+def _object_names(paths: list[Path]) -> dict[Path, str]:
+    """An object file name per source, unique within the build folder: csrc/muladd.cpp and
+    csrc/cuda/muladd.cu both have the stem muladd."""
+    names: dict[Path, str] = {}
+    taken: set[str] = set()
+    for p in paths:
+        base = f"{p.stem}.cuda" if p.suffix == ".cu" else p.stem
+        name, n = f"{base}.o", 1
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}.o"
+        taken.add(name)
+        names[p] = name
+    return names
 
 
 def _invalidate_changed_objects(build_dir: Path, plan: NinjaPlan) -> None:

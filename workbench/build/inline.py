@@ -1,5 +1,12 @@
 """wb.load_inline(): kernels from strings (notebook cells, quick experiments), with the same
-cache, errors and fast defaults as kernel folders.
+cache, errors and fast defaults as kernel folders. Two forms:
+
+    torch's:  load_inline(name, cpp_sources, cuda_sources, functions=[...] or {name: doc}, ...)
+              exactly as torch.utils.cpp_extension.load_inline takes it (a pybind module of
+              the functions; cpp_sources see torch/extension.h), so a KernelBench problem or a
+              lecture notebook's call runs by changing the import;
+    kwb's:    load_inline(name, cuda=..., cpp=..., functions=[...]): ops registered with the
+              dispatcher, the CUDA part torch-free so an edit recompiles in about 2 s:
 
     k = wb.load_inline("square",
         cuda='''
@@ -37,8 +44,8 @@ from cache_tools.fsutil import atomic_write_text
 
 from . import device as devices
 from .kernel import Kernel
-from .loader import cache_root, load_source
-from .sources import KernelSource, common_dir, identifier
+from .loader import flag_list, cache_root, load_source, refuse_unsupported, torch_device
+from .sources import KWB, PYBIND, KernelSource, binding_of, common_dir, identifier, uses_torch_library
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -48,28 +55,154 @@ def _write_once(path: Path, text: str) -> None:
         atomic_write_text(path, text)
 
 
-def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, functions: list[str] | None = None, *,
-                device=None, verbose: bool = False, force: bool = False, cuda_includes_torch: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
-                labels: dict[str, tuple[str, int]] | None = None) -> Kernel:
-    """Compile C++/CUDA source strings into ops and load them.
+def _texts(value, what: str) -> str | None:
+    """torch's cpp_sources / cuda_sources: a string or a list of strings, joined by lines."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    items = list(value)
+    if not all(isinstance(v, str) for v in items):
+        raise TypeError(f"load_inline: {what} must be a string or a list of strings, got {value!r}")
+    return "\n".join(items)
 
-    name: a name for the cache entry and the ops' namespace.
-    cuda: CUDA source (kernels and launchers). By default it sees CUDA headers and kwb's
-        kwb_cuda.cuh helpers only; cuda_includes_torch=True also includes torch/extension.h
-        (tutorial-style code, ~25x slower to compile).
-    cpp: C++ source with the functions to expose, taking and returning at::Tensor; it sees
-        ATen, kwb_checks.h and kwb::current_stream(). Declare here what it calls in `cuda`.
-    functions: names of functions in `cpp` to expose as ops (k.<name>(...)).
-    device: "cuda", "cpu" or None ("cuda" when `cuda` is given).
+
+def _function_docs(functions) -> dict[str, str]:
+    """torch's functions=: a name, a list of names, or {name: docstring}."""
+    if functions is None:
+        return {}
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, dict):
+        docs = dict(functions)
+    elif isinstance(functions, (list, tuple)):
+        docs = {f: f for f in functions}
+    else:
+        raise ValueError(f"load_inline: functions must be a list of names or a dict {{name: docstring}}, got {type(functions).__name__}")
+    bad = [f for f in docs if not isinstance(f, str) or not _IDENT.match(f)]
+    if bad:
+        raise ValueError(f"load_inline: functions must be C++ identifiers, got {bad!r}")
+    return docs
+
+
+def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
+                extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                build_directory=None, verbose: bool = False, with_cuda=None, with_sycl=None, is_python_module: bool = True,
+                with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool = False,
+                no_implicit_headers: bool = False, *, cuda: str | None = None, cpp: str | None = None, device=None,
+                force: bool = False, cuda_includes_torch: bool = False,
+                labels: dict[str, tuple[str, int]] | None = None) -> Kernel:
+    """Compile C++/CUDA source strings and load them. Takes what torch.utils.cpp_extension.load_inline
+    takes, in its order (torch's form), or kwb's cuda=/cpp= form.
+
+    Torch's form: cpp_sources (a string or a list; torch/extension.h is included first unless
+    no_implicit_headers), cuda_sources (torch/types.h, cuda.h and cuda_runtime.h first),
+    functions (names, or {name: docstring}) bound in a pybind module, each wrapped in torch's
+    error handling unless with_pytorch_error_handling=False. The Kernel returned holds the
+    module's functions (k.<name>, k.module). use_pch is accepted: kwb precompiles
+    torch/extension.h in its own cache either way and never writes into torch's install.
+    extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
+    verbose, with_cuda and is_python_module are as in kwb's load(); sycl_sources,
+    extra_sycl_cflags and with_sycl are refused.
+
+    kwb's form: cuda= CUDA source (kernels and launchers; by default it sees CUDA headers and
+    kwb_cuda.cuh only, cuda_includes_torch=True adds torch/extension.h to both parts, ~25x
+    slower to compile); cpp= C++ with the functions to expose, taking and returning
+    at::Tensor, over ATen, kwb_checks.h and kwb::current_stream(); functions= their names,
+    registered as dispatcher ops with schemas inferred from the C++ signatures.
+
+    name: the extension's (or the ops') name and the cache entry's.
+    device: "cuda", "cpu" or None ("cuda" when there is CUDA source); with_cuda says the same.
     labels: what diagnostics call each part and the line its first line is, {"cuda": (label,
         first line), "cpp": ...}; the %%cuda magic passes ("%%cuda NAME", the cell's line).
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"load_inline: name must be a non-empty string, got {name!r}")
+    refuse_unsupported("load_inline", sycl_sources=sycl_sources, extra_sycl_cflags=extra_sycl_cflags, with_sycl=with_sycl)
+    device = torch_device(with_cuda, device, "load_inline")
+    flags = dict(extra_cflags=flag_list(extra_cflags, "extra_cflags"), extra_cuda_cflags=flag_list(extra_cuda_cflags, "extra_cuda_cflags"),
+                 extra_ldflags=flag_list(extra_ldflags, "extra_ldflags"))
+    includes = [Path(d).expanduser().resolve() for d in flag_list(extra_include_paths, "extra_include_paths")]
+    root = Path(build_directory).expanduser() if build_directory is not None else cache_root()
+    if cuda is not None or cpp is not None:
+        if cpp_sources is not None or cuda_sources is not None:
+            raise ValueError("load_inline: give torch's cpp_sources=/cuda_sources= or kwb's cpp=/cuda=, not both")
+        torch_only = {"with_pytorch_error_handling": (with_pytorch_error_handling, True), "no_implicit_headers": (no_implicit_headers, False),
+                      "is_python_module": (is_python_module, True)}
+        for arg, (value, default) in torch_only.items():
+            if value != default:
+                raise ValueError(f"load_inline: {arg}={value!r} belongs to torch's form (cpp_sources=, cuda_sources=); "
+                                 "kwb's cpp=/cuda= form registers dispatcher ops")
+        return _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_includes_torch, labels, includes, root,
+                              **flags)
+    if cpp_sources is None:
+        raise ValueError("load_inline: give cpp_sources (torch's form: C++ with the functions to bind), or kwb's cpp=/cuda=")
+    return _load_torch_form(name, _texts(cpp_sources, "cpp_sources"), _texts(cuda_sources, "cuda_sources"),
+                            _function_docs(functions), device, verbose, force, is_python_module, with_pytorch_error_handling,
+                            no_implicit_headers, labels, includes, root, **flags)
+
+
+def _part_folder(entry: Path, kind: str, *content) -> Path:
+    """A folder per distinct text of one part: an edit to the CUDA part leaves the C++ part's
+    path, and so its ninja command, as it was, and only the .cu recompiles (1.4 s instead of
+    9.8 s: benchmarks/reference/workbench_choices.md)."""
+    digest = hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
+    folder = entry / "inline" / f"{kind}-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _write_part(folder: Path, user_name: str, text: str, wrapper_name: str, wrapper: str) -> tuple[Path, Path]:
+    """The user's text verbatim (so diagnostics carry its own line numbers) and the wrapper that
+    includes it, each written only when it changed (an unchanged file keeps ninja's mtime)."""
+    user, wrapped = folder / user_name, folder / wrapper_name
+    _write_once(user, text)
+    _write_once(wrapped, wrapper.replace("@USER@", user.name))
+    return user, wrapped
+
+
+def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose, force, is_python_module,
+                     with_pytorch_error_handling, no_implicit_headers, labels, includes, root, **flags) -> Kernel:
+    ident = identifier(name)
+    entry = layout.entry_dir(root, f"{ident}-inline")
+    display: dict[str, tuple[str, int]] = {}
+    folder = _part_folder(entry, "tcpp", cpp, functions, with_pytorch_error_handling, no_implicit_headers)
+    wrap = "torch::wrap_pybind_function({f})" if with_pytorch_error_handling else "{f}"
+    module_def = "".join(f'  m.def("{f}", {wrap.format(f=f)}, {json.dumps(doc)});\n' for f, doc in functions.items())
+    prelude = "" if no_implicit_headers else "#include <torch/extension.h>\n"
+    wrapper = f'{prelude}#include "@USER@"\n' + (f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{module_def}}}\n" if functions else "")
+    user, cpp_wrapper = _write_part(folder, f"{ident}.cpp", cpp, "main.cpp", wrapper)
+    display[str(user)] = (f"<{(labels or {}).get('cpp', (f'load_inline {name!r} cpp_sources', 1))[0]}>",
+                          (labels or {}).get("cpp", ("", 1))[1])
+    parts = [(user, cpp_wrapper)]
+    cuda_sources: list[Path] = []
+    if cuda is not None:
+        folder = _part_folder(entry, "tcu", cuda, no_implicit_headers)
+        prelude = "" if no_implicit_headers else "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+        user, cu_wrapper = _write_part(folder, f"{ident}.cu", cuda, "cuda.cu", f'{prelude}#include "@USER@"\n')
+        display[str(user)] = (f"<{(labels or {}).get('cuda', (f'load_inline {name!r} cuda_sources', 1))[0]}>",
+                              (labels or {}).get("cuda", ("", 1))[1])
+        parts.append((user, cu_wrapper))
+        cuda_sources.append(cu_wrapper)
+        if device is None:
+            device = devices.CUDA  # torch's with_cuda=None: CUDA when there are CUDA sources
+    binding = PYBIND if functions else binding_of([u for u, _ in parts])
+    if binding is None or binding == KWB:
+        raise ValueError("load_inline: name the functions to bind with functions=[...] (or {name: docstring}), "
+                         "or define PYBIND11_MODULE or TORCH_LIBRARY blocks in cpp_sources")
+    source = KernelSource(name=ident, folder=cpp_wrapper.parent, ident=f"{ident}-inline", cpp_sources=[cpp_wrapper],
+                          cuda_sources=cuda_sources, include_dirs=[*includes, common_dir()], kind="inline",
+                          display_paths=display, binding=binding, module_name=ident, python_module=is_python_module,
+                          torch_library_units={w for u, w in parts if uses_torch_library(u)})
+    return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
+                       root=root)
+
+
+def _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_includes_torch, labels, includes, root,
+                   **flags) -> Kernel:
+    functions = list(functions or [])
     if cuda is None and cpp is None:
         raise ValueError("load_inline: give cpp= source (with the functions to expose), and cuda= source for CUDA code")
-    functions = list(functions or [])
     bad = [f for f in functions if not isinstance(f, str) or not _IDENT.match(f)]
     if bad:
         raise ValueError(f"load_inline: functions must be C++ identifiers, got {bad!r}")
@@ -86,45 +219,29 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
     device = devices.choose(device, what=ident)
     if cuda is None:
         device = devices.CPU  # nothing to compile with nvcc; the ops run wherever their code does
-
-    root = cache_root()
     entry = layout.entry_dir(root, f"{ident}-inline")
-
-    def part_folder(kind: str, *content) -> Path:
-        """A folder per distinct text of one part: an edit to the CUDA part leaves the C++ part's
-        path, and so its ninja command, as it was, and only the .cu recompiles (1.4 s instead of
-        9.8 s: benchmarks/reference/workbench_choices.md)."""
-        digest = hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
-        folder = entry / "inline" / f"{kind}-{digest}"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
 
     cpp_sources: list[Path] = []
     cuda_sources: list[Path] = []
     display: dict[str, tuple[str, int]] = {}
     folders: list[Path] = []
+    torch_prelude = "#include <torch/extension.h>\n" if cuda_includes_torch else ""
     if cpp is not None:
-        folder = part_folder("cpp", cpp, functions)
+        folder = _part_folder(entry, "cpp", cpp, functions, cuda_includes_torch)
         folders.append(folder)
-        user = folder / f"{ident}.cpp"
-        _write_once(user, cpp)
         registration = "".join(f'  m.def("{f}", TORCH_FN({f}));\n' for f in functions)
-        wrapper = f'#include "kwb_inline.h"\n#include "{user.name}"\n'
+        wrapper = f'{torch_prelude}#include "kwb_inline.h"\n#include "@USER@"\n'
         if functions:
             wrapper += f"\nKWB_LIBRARY(m) {{\n{registration}}}\n"
-        wrapped = folder / f"{ident}_bindings.cpp"
-        _write_once(wrapped, wrapper)
+        user, wrapped = _write_part(folder, f"{ident}.cpp", cpp, f"{ident}_bindings.cpp", wrapper)
         cpp_sources.append(wrapped)
         label, first = (labels or {}).get("cpp", (f"load_inline {name!r} cpp", 1))
         display[str(user)] = (f"<{label}>", first)
     if cuda is not None:
-        folder = part_folder("cu", cuda, cuda_includes_torch)
+        folder = _part_folder(entry, "cu", cuda, cuda_includes_torch)
         folders.append(folder)
-        user = folder / f"{ident}.cu"
-        _write_once(user, cuda)
-        prelude = "#include <torch/extension.h>\n" if cuda_includes_torch else ""
-        wrapped = folder / f"{ident}_kernels.cu"
-        _write_once(wrapped, f'{prelude}#include "kwb_inline.cuh"\n#include "{user.name}"\n')
+        user, wrapped = _write_part(folder, f"{ident}.cu", cuda, f"{ident}_kernels.cu",
+                                    f'{torch_prelude}#include "kwb_inline.cuh"\n#include "@USER@"\n')
         cuda_sources.append(wrapped)
         label, first = (labels or {}).get("cuda", (f"load_inline {name!r} cuda", 1))
         display[str(user)] = (f"<{label}>", first)
@@ -132,6 +249,7 @@ def load_inline(name: str, cuda: str | None = None, cpp: str | None = None, func
     # Each wrapper finds its user file beside it ("..." includes), so no part's folder is an
     # include path: another part's edit must not change this part's compile command.
     source = KernelSource(name=ident, folder=folders[0], ident=f"{ident}-inline", cpp_sources=cpp_sources,
-                          cuda_sources=cuda_sources, include_dirs=[common_dir()], kind="inline",
+                          cuda_sources=cuda_sources, include_dirs=[*includes, common_dir()], kind="inline",
                           display_paths=display)
-    return load_source(source, device, verbose, force, extra_cflags, extra_cuda_cflags, extra_ldflags, cuda_includes_torch)
+    return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
+                       cuda_includes_torch, root=root)

@@ -19,9 +19,10 @@ import torch
 
 from cache_tools.fsutil import sha256_file
 
+from . import notices
 from .builder import Build
 from .errors import LoadError
-from .sources import KernelSource
+from .sources import KWB, PYBIND, TORCH_LIBRARY, KernelSource, defines_python_module
 
 _loaded: dict[str, "Kernel"] = {}  # namespace -> Kernel, for this process
 _handles: list[ctypes.CDLL] = []  # loaded libraries stay loaded (their ops are registered)
@@ -47,33 +48,42 @@ class OpNamespace:
 
 
 class Kernel:
-    """A loaded kernel. Its ops are attributes: `k.relu_scale(x, 1.5)`.
+    """A loaded kernel or extension. Its ops and functions are attributes: `k.relu_scale(x, 1.5)`.
 
-    Ops dispatch on the inputs' device (CPU or CUDA) and support autograd and torch.compile
-    where the kernel's ops.py registers them. An ops.py whose register() returns a dict of
-    Python functions adds those too (a public `lltm(...)` over the op `lltm_forward`, say);
-    a function shadows an op of the same name."""
+    kwb kernels: ops dispatch on the inputs' device and support autograd and torch.compile
+    where the kernel's ops.py registers them; ops.py's public functions (typed wrappers over
+    the ops) shadow the ops of their names, and k.op(name) reaches an op itself.
+    pybind extensions: the module's functions, as torch.utils.cpp_extension.load returns them
+    (k.module is the module). TORCH_LIBRARY extensions: the ops of the namespaces they define
+    (k.namespace; renamed on a reload in one process, see load_library)."""
 
-    def __init__(self, source: KernelSource, build: Build, namespace: str, ops_module: ModuleType | None,
-                 functions: dict | None = None):
+    def __init__(self, source: KernelSource, build: Build, namespace: str | None, ops_module: ModuleType | None,
+                 functions: dict | None = None, module: ModuleType | None = None, namespaces: tuple[str, ...] = ()):
         self.name = source.name
         self.device = build.device
         self.namespace = namespace
+        self.namespaces = namespaces or ((namespace,) if namespace else ())
         self.key = build.key
         self.library_path = build.library
         self.folder = source.folder
         self.build = build
+        self.binding = source.binding
+        self.module = module
         self._source = source
         self._ops_module = ops_module
         self._spec = None
         self._functions = dict(functions or {})
 
+    def _dispatcher_ops(self) -> set[str]:
+        prefixes = tuple(ns + "::" for ns in self.namespaces)
+        if not prefixes:
+            return set()
+        return {n.split("::", 1)[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefixes)}
+
     @property
     def ops(self) -> list[str]:
-        """The dispatcher ops of this build and ops.py's public functions."""
-        prefix = self.namespace + "::"
-        names = {n[len(prefix):].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix)}
-        return sorted(names | set(self._functions))
+        """The dispatcher ops of this build and its public functions (ops.py's, or a pybind module's)."""
+        return sorted(self._dispatcher_ops() | set(self._functions))
 
     @property
     def spec(self):
@@ -90,26 +100,38 @@ class Kernel:
     def op(self, name: str):
         """The dispatcher op `name` of this build (torch.ops.<namespace>.<name>), even where
         ops.py's public function of that name shadows it: for torch.library.opcheck, say."""
-        try:
-            return getattr(getattr(torch.ops, self.namespace), name)
-        except (AttributeError, RuntimeError):
-            raise AttributeError(f"kernel {self.name!r} has no dispatcher op {name!r}; its ops: {', '.join(self.ops) or 'none'}") from None
+        for ns in self.namespaces:
+            try:
+                return getattr(getattr(torch.ops, ns), name)
+            except (AttributeError, RuntimeError):
+                continue
+        raise AttributeError(f"{self.name!r} has no dispatcher op {name!r}; its ops: {', '.join(self.ops) or 'none'}")
+
+    def qualname(self, op: str) -> str:
+        """'mymuladd' -> 'extension_cpp::mymuladd' (the namespace this build's ops live in), for
+        torch.library.register_fake and kin: code written this way follows a reload's renaming."""
+        if not self.namespace:
+            raise AttributeError(f"{self.name!r} is a Python module with no dispatcher ops")
+        return f"{self.namespace}::{op}"
 
     def __getattr__(self, op: str):
         if op.startswith("_"):
             raise AttributeError(op)
         if op in self._functions:
             return self._functions[op]
-        try:
-            return getattr(getattr(torch.ops, self.namespace), op)
-        except (AttributeError, RuntimeError):
-            raise AttributeError(f"kernel {self.name!r} has no op {op!r}; its ops: {', '.join(self.ops) or 'none'}") from None
+        if op in self._dispatcher_ops():
+            return self.op(op)
+        if self.module is not None and hasattr(self.module, op):
+            return getattr(self.module, op)
+        raise AttributeError(f"{self.name!r} has no op or function {op!r}; it has: {', '.join(self.ops) or 'none'}")
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self.ops))
 
     def __repr__(self) -> str:
-        return f"<kwb kernel {self.name} ({self.device}) ops=[{', '.join(self.ops)}] namespace={self.namespace}>"
+        where = f"namespace={self.namespace}" if self.namespace else f"module={self.module.__name__ if self.module else None}"
+        what = "kernel" if self.binding == "kwb" else f"{self.binding} extension"
+        return f"<kwb {what} {self.name} ({self.device}) ops=[{', '.join(self.ops)}] {where}>"
 
     def _repr_markdown_(self) -> str:
         """A notebook's view of the build: what it is, where it lives, what went into its key."""
@@ -159,33 +181,162 @@ def namespace_for(source: KernelSource, build: Build) -> str:
     return f"kwb_{source.name}_{h.hexdigest()[:12]}"
 
 
+def _open(source: KernelSource, build: Build) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(str(build.library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as e:
+        raise LoadError(_load_failure(source, build, e)) from e
+
+
+def _load_failure(source: KernelSource, build: Build, e: OSError) -> str:
+    """Why a library would not load, in words: above all a symbol the C++ part calls and only
+    CUDA sources this build left out define (a CPU-only build of a tutorial extension)."""
+    text = str(e)
+    missing = text.split("undefined symbol: ", 1)[1].strip() if "undefined symbol: " in text else ""
+    if missing and source.cuda_sources and build.device != "cuda":
+        return (f"{source.name}'s C++ part calls {_demangle(missing)}, which its CUDA sources define, and this build "
+                f"has no CUDA part (built for the CPU: no nvcc or no GPU here): load it with device='cuda' on a "
+                f"machine with nvcc ({', '.join(p.name for p in source.cuda_sources)})")
+    if missing:
+        return f"{build.library} calls {_demangle(missing)}, which none of its sources or libraries define: {text}"
+    return f"could not load {build.library}: {text}. Rebuild with force=True (kwb build --force), or check `kwb doctor`"
+
+
+def _demangle(symbol: str) -> str:
+    import shutil
+    import subprocess
+
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return symbol
+    try:
+        return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10).stdout.strip() or symbol
+    except (OSError, subprocess.SubprocessError):
+        return symbol
+
+
+def _register_ops_py(source: KernelSource, namespace: str) -> tuple[ModuleType | None, dict | None]:
+    """The kernel's ops.py, imported for this build, and what its register(ops) returns."""
+    if source.ops_file is None:
+        return None, None
+    ops_module = _import_file(source.ops_file, f"kwb_ops_{namespace}")
+    functions = None
+    if hasattr(ops_module, "register"):
+        functions = ops_module.register(OpNamespace(namespace))
+        if functions is not None and not isinstance(functions, dict):
+            raise LoadError(f"{source.ops_file}: register(ops) returned {type(functions).__name__}; it must "
+                            "return None or a dict of public functions, {'name': function}")
+    return ops_module, functions
+
+
 def load_library(source: KernelSource, build: Build) -> Kernel:
-    namespace = namespace_for(source, build)
+    """Load a finished build into this process, once per build (a second call returns the same Kernel)."""
+    loaders = {KWB: _load_kwb, PYBIND: _load_pybind, TORCH_LIBRARY: _load_torch_library}
     with _lock:
-        if namespace in _loaded:
-            return _loaded[namespace]
-        try:
-            handle = ctypes.CDLL(str(build.library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        except OSError as e:
-            raise LoadError(f"could not load {build.library}: {e}. Rebuild with kwb build {source.name} --force, or check `kwb doctor`") from e
-        try:
-            register = handle.kwb_register_library
-        except AttributeError:
-            raise LoadError(f"{build.library} exports no kwb_register_library: the kernel's binding .cpp must declare its ops in a KWB_LIBRARY(m) block (kernels/common/kwb_library.h)") from None
-        register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-        register.restype = ctypes.c_int
-        err = ctypes.create_string_buffer(8192)
-        if register(namespace.encode(), err, len(err)) != 0:
-            raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
-        _handles.append(handle)
-        ops_module, functions = None, None
-        if source.ops_file is not None:
-            ops_module = _import_file(source.ops_file, f"kwb_ops_{namespace}")
-            if hasattr(ops_module, "register"):
-                functions = ops_module.register(OpNamespace(namespace))
-                if functions is not None and not isinstance(functions, dict):
-                    raise LoadError(f"{source.ops_file}: register(ops) returned {type(functions).__name__}; it must "
-                                    "return None or a dict of public functions, {'name': function}")
-        kernel = Kernel(source, build, namespace, ops_module, functions)
-        _loaded[namespace] = kernel
-        return kernel
+        key = f"{source.binding}:{build.library}:{sha256_file(source.ops_file) if source.ops_file else ''}"
+        if key not in _loaded:
+            _loaded[key] = loaders[source.binding](source, build)
+        return _loaded[key]
+
+
+def _load_kwb(source: KernelSource, build: Build) -> Kernel:
+    namespace = namespace_for(source, build)
+    handle = _open(source, build)
+    try:
+        register = handle.kwb_register_library
+    except AttributeError:
+        raise LoadError(f"{build.library} exports no kwb_register_library: the kernel's binding .cpp must declare its ops in a KWB_LIBRARY(m) block (kernels/common/kwb_library.h)") from None
+    register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    register.restype = ctypes.c_int
+    err = ctypes.create_string_buffer(8192)
+    if register(namespace.encode(), err, len(err)) != 0:
+        raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
+    _handles.append(handle)
+    ops_module, functions = _register_ops_py(source, namespace)
+    return Kernel(source, build, namespace, ops_module, functions)
+
+
+# The build whose module holds a module name in this process: pybind11 (3.x) keeps one module
+# per name an interpreter, so another build of the same extension is imported under its own.
+_module_names: dict[str, str] = {}
+
+
+def _import_extension(source: KernelSource, build: Build) -> ModuleType:
+    """The pybind module of a build, under its TORCH_EXTENSION_NAME as torch imports it (not in
+    sys.modules); another build of it in the same process as kwb_<key>.<name>, whose init
+    function is still PyInit_<name>, so the edited code is the module's and the old module
+    stays as it was for whoever holds it."""
+    name = source.module_name
+    if _module_names.setdefault(name, build.key) != build.key:
+        name = f"kwb_{build.key[:12]}.{source.module_name}"
+    spec = importlib.util.spec_from_file_location(name, build.library)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        if "undefined symbol" in str(e):
+            raise LoadError(_load_failure(source, build, OSError(str(e)))) from e
+        raise LoadError(f"could not import {build.library} as the Python module {source.module_name}: {e}") from e
+    return module
+
+
+def _public(module: ModuleType) -> dict:
+    return {k: v for k, v in vars(module).items() if not k.startswith("_") and callable(v)}
+
+
+def _load_pybind(source: KernelSource, build: Build) -> Kernel:
+    if not source.python_module:  # torch's is_python_module=False: the library is loaded, not imported
+        _handles.append(_open(source, build))
+        return Kernel(source, build, None, None)
+    module = _import_extension(source, build)
+    return Kernel(source, build, None, None, _public(module), module=module)
+
+
+# A TORCH_LIBRARY namespace a build of this process registered, and which build: torch accepts
+# a namespace once per process, so another build of the same extension gets a suffix.
+_claimed_namespaces: dict[str, str] = {}
+
+
+def _torch_library_namespaces(handle: ctypes.CDLL, library: Path) -> list[str]:
+    try:
+        query = handle.kwb_torch_library_namespaces
+    except AttributeError:
+        raise LoadError(f"{library} exports no kwb_torch_library_namespaces: it was not built with kwb's TORCH_LIBRARY shim") from None
+    out = ctypes.create_string_buffer(4096)
+    query(out, len(out))
+    return [ns for ns in out.value.decode().split(",") if ns]
+
+
+def _load_torch_library(source: KernelSource, build: Build) -> Kernel:
+    handle = _open(source, build)
+    defined = _torch_library_namespaces(handle, build.library)
+    taken = [ns for ns in defined if _claimed_namespaces.get(ns, build.key) != build.key]
+    suffix = ""
+    if taken:
+        n = 2
+        while any(f"{ns}_kwb{n}" in _claimed_namespaces for ns in defined):
+            n += 1
+        suffix = f"_kwb{n}"
+    register = handle.kwb_register_torch_library
+    register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    register.restype = ctypes.c_int
+    err = ctypes.create_string_buffer(8192)
+    if register(suffix.encode(), err, len(err)) != 0:
+        raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace').strip()}")
+    _handles.append(handle)
+    names = tuple(ns + suffix for ns in defined)
+    for ns in names:
+        _claimed_namespaces[ns] = build.key
+    for ns in defined:
+        _claimed_namespaces.setdefault(ns, build.key)
+    if suffix:
+        first = defined[0] if defined else source.name
+        notices.say(f"kwb: this build of {source.name} registers its ops as torch.ops.{first}{suffix} (torch takes a "
+                    f"namespace once a process): the object load() returned reaches them (k.<op>, k.qualname(op)), "
+                    f"torch.ops.{first} still runs the first build; restart Python to get the name back.")
+    module = _import_extension(source, build) \
+        if source.python_module and defines_python_module([*source.cpp_sources, *source.cuda_sources]) else None
+    ops_module, functions = _register_ops_py(source, names[0]) if names else (None, None)
+    functions = {**(_public(module) if module is not None else {}), **(functions or {})}
+    return Kernel(source, build, names[0] if names else None, ops_module, functions, module=module, namespaces=names)

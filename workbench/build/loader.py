@@ -9,7 +9,7 @@ from cache_tools import layout
 from . import builder, device as devices, notices, toolchain
 from .errors import LoadError
 from .kernel import Kernel, load_library
-from .sources import KernelSource, resolve
+from .sources import KWB, KernelSource, from_files, resolve
 
 _process_lock = threading.RLock()
 
@@ -22,9 +22,12 @@ def cache_root() -> Path:
 
 
 def load_source(source: KernelSource, device=None, verbose: bool = False, force: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False) -> Kernel:
-    device = devices.choose(device, what=source.name)
-    root = cache_root()
+                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False,
+                root: Path | None = None) -> Kernel:
+    requested, device = device, devices.choose(device, what=source.name)
+    if requested is None and not source.cuda_sources and not cuda_includes_torch and source.binding != KWB:
+        device = devices.CPU  # nothing for nvcc: a C++-only extension is a CPU build wherever it runs
+    root = root or cache_root()
     with _process_lock:
         config = builder.make_config(source, device, root, extra_cflags, extra_cuda_cflags, extra_ldflags, cuda_includes_torch)
         build = None if force else builder.find_cached(source, config, root)
@@ -44,17 +47,82 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
         return kernel
 
 
-def load(name_or_path: str | Path, *, device=None, verbose: bool = False, force: bool = False,
-         extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=()) -> Kernel:
-    """Load a kernel, building it first if its sources, headers, flags or toolchain changed.
+def flag_list(value, what: str) -> list[str]:
+    """torch's extra_* arguments: None, a string, or a list of strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    items = list(value)
+    if not all(isinstance(v, str) for v in items):
+        raise TypeError(f"{what} must be a string or a list of strings, got {value!r}")
+    return items
 
-    name_or_path: a kernel kwb ships ("relu_scale") or a kernel folder of your own.
-    device: "cuda", "cpu", or None for CUDA when a GPU and nvcc are present. A CUDA build
-        holds the CPU implementation too; ops dispatch on their inputs' device.
+
+def torch_device(with_cuda, device, what: str):
+    """device from torch's with_cuda (True: CUDA, False: the CPU, None: kwb's choice) and kwb's
+    device; both given must agree."""
+    if with_cuda is None:
+        return device
+    if not isinstance(with_cuda, bool):
+        raise TypeError(f"with_cuda must be True, False or None, got {with_cuda!r}")
+    wanted = devices.CUDA if with_cuda else devices.CPU
+    if device is not None and devices.normalize(device) != wanted:
+        raise ValueError(f"with_cuda={with_cuda} and device={device!r} disagree: give one of them")
+    return wanted
+
+
+def refuse_unsupported(what: str, **given) -> None:
+    """torch's arguments kwb does not take, refused by name when set to anything but torch's default."""
+    reasons = {
+        "extra_sycl_cflags": "SYCL is not built by kwb",
+        "with_sycl": "SYCL is not built by kwb",
+        "sycl_sources": "SYCL is not built by kwb",
+        "is_standalone": "kwb builds extensions to load, not executables (torch.utils.cpp_extension.load builds those)",
+    }
+    for name, value in given.items():
+        if value not in (None, False):
+            raise ValueError(f"{what}: {name}={value!r} is not supported: {reasons[name]}")
+
+
+def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None,
+         extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose: bool = False, with_cuda=None,
+         with_sycl=None, is_python_module: bool = True, is_standalone: bool = False, keep_intermediates: bool = True, *,
+         device=None, force: bool = False) -> Kernel:
+    """Load a kernel or extension, building it first if its sources, headers, flags or toolchain
+    changed. Takes what torch.utils.cpp_extension.load takes, in its order.
+
+    name_or_path: a kernel kwb ships ("relu_scale"), or a folder: a kwb kernel, a pybind
+        extension, a TORCH_LIBRARY extension, or a project laid out for setup.py (sources under
+        csrc/); with `sources`, the extension's name (its TORCH_EXTENSION_NAME) as in torch.
+    sources: C++ and CUDA files (a path or a list), compiled and bound however their text says.
+    extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths: as torch's.
+    build_directory: the cache root this build goes under (default: TORCH_EXTENSIONS_DIR, else
+        ~/.cache/torch_extensions/<py>_<cu>).
     verbose: print the compiler commands.
+    with_cuda: True builds the CUDA sources (nvcc needed), False the C++ ones only; None: CUDA
+        where a GPU and nvcc are here and there are CUDA sources. device= says the same in kwb's
+        words ("cuda", "cpu", None); give one of them.
+    is_python_module: False loads a pybind extension's library without importing it as a module.
+    keep_intermediates: as torch's (it concerns ROCm's hipified files; kwb keeps its objects).
+    is_standalone, extra_sycl_cflags, with_sycl: refused (kwb builds no executables, no SYCL).
     force: rebuild even if a cached build matches.
 
-    Calling it again after editing a source or header builds and returns the new code, in the
-    same process; unchanged sources return the same Kernel at once.
+    Returns a Kernel: a kwb kernel's ops, a pybind module's functions (k.module is the module),
+    or a TORCH_LIBRARY extension's ops. Calling it again after editing a source or a header
+    builds and returns the new code, in the same process; unchanged sources return the same
+    object at once.
     """
-    return load_source(resolve(name_or_path), device, verbose, force, extra_cflags, extra_cuda_cflags, extra_ldflags)
+    refuse_unsupported("load", extra_sycl_cflags=extra_sycl_cflags, with_sycl=with_sycl, is_standalone=is_standalone)
+    device = torch_device(with_cuda, device, "load")
+    includes = flag_list(extra_include_paths, "extra_include_paths")
+    if sources is not None:
+        source = from_files(str(name_or_path), [sources] if isinstance(sources, (str, Path)) else list(sources), includes)
+    else:
+        source = resolve(name_or_path)
+        source.include_dirs += [Path(d).expanduser().resolve() for d in includes]
+    if not is_python_module:
+        source.python_module = False
+    root = Path(build_directory).expanduser() if build_directory is not None else None
+    return load_source(source, device, verbose, force, flag_list(extra_cflags, "extra_cflags"),
+                       flag_list(extra_cuda_cflags, "extra_cuda_cflags"), flag_list(extra_ldflags, "extra_ldflags"), root=root)

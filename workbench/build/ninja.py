@@ -24,6 +24,7 @@ class CompileStep:
     source: Path
     obj: str  # object file name inside the build folder
     cuda: bool
+    flags: tuple[str, ...] = ()  # this translation unit's own flags, after the common ones
 
 
 @dataclass
@@ -56,7 +57,7 @@ def render(plan: NinjaPlan) -> str:
         f"ldflags = {_join(plan.ldflags)}",
         "",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
+        "  command = $cxx -MMD -MF $out.d $cflags $extra -c $in -o $out",
         "  depfile = $out.d",
         "  description = CXX $desc",
         "",
@@ -69,7 +70,7 @@ def render(plan: NinjaPlan) -> str:
         out[5:5] = [f"nvcc = {plan.nvcc}", f"cuda_cflags = {_join(plan.cuda_cflags)}"]
         out += [
             "rule nvcc",
-            "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out",
+            "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags $extra -c $in -o $out",
             "  depfile = $out.d",
             "  description = NVCC $desc",
             "",
@@ -77,6 +78,8 @@ def render(plan: NinjaPlan) -> str:
     for step in plan.steps:
         out.append(f"build {_esc(step.obj)}: {'nvcc' if step.cuda else 'cxx'} {_esc(str(step.source))}")
         out.append(f"  desc = {step.source.name}")
+        if step.flags:
+            out.append(f"  extra = {_join(list(step.flags))}")
     objs = " ".join(_esc(s.obj) for s in plan.steps)
     out += ["", f"build {_esc(plan.library)}: link {objs}", f"default {_esc(plan.library)}", ""]
     return "\n".join(out)

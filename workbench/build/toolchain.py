@@ -264,6 +264,31 @@ def cuda_archs() -> tuple[str, ...]:
     return (DEFAULT_ARCH,)
 
 
+# What torch.utils.cpp_extension gives nvcc for a .cu written against torch's headers.
+TORCH_NVCC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                    "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr")
+
+
+def python_include() -> str:
+    """Python.h's folder (torch/extension.h includes it)."""
+    import sysconfig
+
+    return sysconfig.get_paths()["include"]
+
+
+@functools.lru_cache(maxsize=None)
+def pybind11_abi_flags() -> tuple[str, ...]:
+    """The pybind11 ABI torch was built with (-DPYBIND11_COMPILER_TYPE=... and kin), as
+    torch.utils.cpp_extension passes them where torch records them (older torch; newer has none),
+    so a module's pybind11 types are torch's."""
+    flags = []
+    for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+        value = getattr(torch._C, f"_PYBIND11_{name}", None)
+        if value is not None:
+            flags.append(f'-DPYBIND11_{name}="{value}"')
+    return tuple(flags)
+
+
 def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     flags = []
     for arch in archs:
