@@ -10,6 +10,7 @@ torch's default ~/.cache/torch_extensions). Nothing here follows a symlink.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -37,6 +38,7 @@ class Version:
     built: float | None      # seconds since the epoch
     loaded: float | None     # kwb records loads; torch does not
     manifest: Manifest | None = None  # None: no manifest, or not a whole one
+    record: dict | None = None  # a precompiled header's pch.json (kwb_pch-<key>/ entries)
     number: int = 0          # torch's _vN (0 for the first build)
     state: str = ""          # filled by states.assess
     reasons: list[str] = field(default_factory=list)
@@ -147,13 +149,41 @@ def is_entry_dir(path: Path, names: list[str] | None = None) -> bool:
     return layout.LOCK_NAME in names and set(names) <= {layout.LOCK_NAME, *TORCH_INLINE_NAMES}
 
 
+def _kwb_origin(m: Manifest) -> str:
+    """What made a kwb build: "kwb kernel", "kwb load_inline", or the kind of extension kwb built."""
+    if m.kind == "inline":
+        return "kwb load_inline"
+    return {"pybind": "kwb pybind ext", "torch_library": "kwb TORCH_LIBRARY ext"}.get(m.binding, "kwb kernel")
+
+
 def _stem_device(stem: str) -> str | None:
     parts = stem.split(".")  # <name>.<device>.<base>.<key>
     return parts[1] if len(parts) >= 4 else None
 
 
+PCH_ORIGIN = "kwb precompiled header"
+
+
+def _pch_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
+    """kwb_pch-<key>/: torch/extension.h precompiled once for torch-style extensions."""
+    ident = path.name[len(layout.ENTRY_PREFIX):]
+    gch = path / f"{layout.PCH_HEADER}.gch"
+    try:
+        record = json.loads((path / layout.PCH_RECORD).read_text())
+    except (OSError, ValueError):
+        record = None
+    files = [path / n for n in sorted(names) if n != layout.LOCK_NAME]
+    version = Version(name=f"{layout.PCH_HEADER}.gch", device=None, library=gch if gch.name in names else None, files=files,
+                      size=sum(_file_size(p) for p in files),
+                      built=record.get("built_at") if isinstance(record, dict) else _mtime(gch), loaded=None,
+                      record=record if isinstance(record, dict) else None)
+    return Entry(root, path, ident, "kwb", PCH_ORIGIN, tag, [version], tree_size(path), kernel="torch/extension.h")
+
+
 def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
     ident = path.name[len(layout.ENTRY_PREFIX):]
+    if ident.startswith(layout.PCH_IDENT_PREFIX):
+        return _pch_entry(root, path, names, tag)
     versions: list[Version] = []
     stems_with_manifest: set[str] = set()
     origin = "kwb load_inline" if ident.endswith("-inline") else "kwb kernel"
@@ -167,7 +197,7 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
         loaded_marker = path / f"{stem}{layout.LOADED_SUFFIX}"
         files = [p for p in (path / n, library, loaded_marker) if p.name in names]
         if data:
-            origin = "kwb load_inline" if data.kind == "inline" else "kwb kernel"
+            origin = _kwb_origin(data)
             tag = tag or layout.torch_tag_for(data.versions)
         versions.append(Version(
             name=stem, device=data.device if data else _stem_device(stem),

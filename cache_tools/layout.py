@@ -34,6 +34,10 @@ LOADED_SUFFIX = ".loaded"
 BUILD_LOG = "build.log"
 TOOL_VERSIONS = ".kwb-tool-versions.json"  # the builder's compiler-version cache, at the root
 TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
+# kwb_pch-<key>/: torch/extension.h precompiled for torch-style extensions (workbench/build/pch.py)
+PCH_IDENT_PREFIX = "pch-"
+PCH_HEADER = "torch_extension.h"  # includes torch/extension.h; its .gch lies beside it
+PCH_RECORD = "pch.json"  # written last: the compiler, flags, seconds and size of the .gch
 
 
 def python_tag() -> str:

@@ -8,7 +8,7 @@ never as a half-filled object. No torch import here.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 from .fsutil import atomic_write_text
@@ -41,6 +41,7 @@ class Manifest:
     build_seconds: float
     build_log: str
     warnings: int = 0
+    binding: str = "kwb"    # how it binds to Python: "kwb", "pybind" or "torch_library"
     format: int = FORMAT
 
     @property
@@ -70,7 +71,7 @@ class Manifest:
         values = {}
         for f in fields(cls):
             if f.name not in data:
-                if f.name == "warnings":
+                if f.default is not MISSING:  # a field newer than the manifest: its default
                     continue
                 return None
             value = data[f.name]

@@ -18,7 +18,7 @@ import struct
 from pathlib import Path
 
 from . import environment, layout, locks
-from .entries import Entry, Version
+from .entries import PCH_ORIGIN, Entry, Version
 from .fsutil import sha256_file
 from .manifest import Manifest
 
@@ -125,6 +125,19 @@ def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, dee
     return ("stale", reasons) if reasons else ("fresh", [])
 
 
+def _pch_state(v: Version, run: environment.Running) -> tuple[str, list[str]]:
+    """A precompiled header: whole once its record is written; stale once torch changed (GCC
+    would refuse it then, and kwb compiles another)."""
+    if v.library is None or v.record is None:
+        return "broken", ["no finished precompiled header (killed while compiling, or removed)"]
+    size = v.library.stat().st_size if v.library.exists() else -1
+    if size != v.record.get("bytes"):
+        return "broken", [f"{v.library.name} is {size} bytes, the build wrote {v.record.get('bytes')}"]
+    if run.torch and v.record.get("torch") not in (None, run.torch):
+        return "stale", [f"built for torch {v.record.get('torch')}, running {run.torch}"]
+    return "fresh", []
+
+
 def _torch_version_state(entry: Entry, v: Version, run: environment.Running) -> tuple[str, list[str]]:
     assert v.library is not None
     problem = elf_problem(v.library)
@@ -160,7 +173,9 @@ def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, 
     inc = entry.ninja.get("torch_include")
     entry.lock = locks.inspect(entry.path, entry.layout, open_files, os.path.dirname(inc) if inc else None)
     for v in entry.versions:
-        if entry.layout == "kwb":
+        if entry.origin == PCH_ORIGIN:
+            v.state, v.reasons = _pch_state(v, run)
+        elif entry.layout == "kwb":
             v.state, v.reasons = _kwb_version_state(v, run, hasher, deep)
         else:
             v.state, v.reasons = _torch_version_state(entry, v, run)

@@ -51,22 +51,29 @@ def _default_device() -> str:
 
 
 @main.command("list")
+@click.argument("folders", nargs=-1)
 @click.option("--device", type=DEVICES, default=None, help="Build state for this device (default: cuda with a GPU, else cpu).")
-def list_cmd(device: str | None) -> None:
-    """List the shipped kernels, their ops and build state (built / stale / not built).
+def list_cmd(folders: tuple[str, ...], device: str | None) -> None:
+    """List the shipped kernels (or the kernel and extension FOLDERS given), their kind, ops
+    and build state (built / stale / not built).
 
     'stale' means a build exists but its sources, headers, flags or toolchain changed since."""
     from .build import sources
+    from .build.errors import KernelNotFoundError
 
     device = device or _default_device()
-    table = Table(title=f"kernels in {sources.kernels_dir()} (state for {device})", title_justify="left")
-    for col in ("kernel", "ops", "state"):
+    where = "the folders given" if folders else f"kernels in {sources.kernels_dir()}"
+    table = Table(title=f"{where} (state for {device})", title_justify="left")
+    for col in ("kernel", "kind", "ops", "state"):
         table.add_column(col)
-    for name in sources.builtin_names():
-        src = sources.resolve(name)
+    for name in folders or sources.builtin_names():
+        try:
+            src = sources.resolve(name)
+        except KernelNotFoundError as e:
+            raise click.UsageError(str(e)) from None
         state = _state(src, device)
         color = {"built": "green", "stale": "yellow"}.get(state, "dim")
-        table.add_row(name, ", ".join(src.op_names()), f"[{color}]{state}[/]")
+        table.add_row(name, src.binding, ", ".join(src.op_names()), f"[{color}]{state}[/]")
     out.print(table)
 
 
@@ -77,7 +84,8 @@ def list_cmd(device: str | None) -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if a cached build matches.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the compiler commands.")
 def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, verbose: bool) -> None:
-    """Build kernels by name or folder path (NAMES), or --all shipped kernels."""
+    """Build kernels or extensions by name or folder path (NAMES: a kwb kernel, a pybind or
+    TORCH_LIBRARY extension, a setup.py project), or --all shipped kernels."""
     from .build import sources
     from .build.errors import KwbError
     from .build.loader import load
@@ -92,7 +100,7 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         try:
             k = load(name, device=device, verbose=verbose, force=force)
         except KwbError as e:
-            err.print(f"[red]✗[/] {name}: {e}", markup=True)
+            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
             failed.append(name)
             continue
         seconds = k.build.manifest.build_seconds

@@ -22,7 +22,7 @@ from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from cache_tools.manifest import Manifest
 from cache_tools.tool_versions import tool_version
 
-from . import toolchain
+from . import pch, toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
 from .locking import BuildLock
@@ -223,7 +223,7 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     out = []
     for dep in dep_paths:
         path = os.path.normpath(dep if os.path.isabs(dep) else os.path.join(build_dir, dep))
-        if path in sources or path.endswith(".o"):
+        if path in sources or path.endswith(".o") or pch.is_pch_path(path):
             continue
         if not any(path.startswith(p) for p in own) and any(path.startswith(p) for p in prefixes):
             continue
@@ -232,19 +232,31 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     return out
 
 
-def _step_flags(source: KernelSource, path: Path) -> tuple[str, ...]:
-    """A TORCH_LIBRARY extension's translation units that register ops include kwb's shim
-    first, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
+def _step_flags(source: KernelSource, path: Path, pch_header: Path | None) -> tuple[str, ...]:
+    """A unit's own flags: torch/extension.h precompiled (workbench/build/pch.py) for a C++
+    unit that starts with it; kwb's shim first in a TORCH_LIBRARY extension's units that
+    register ops, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
+    flags: list[str] = []
+    if pch_header is not None and path.suffix != ".cu" and pch.wants_pch(path):
+        flags += ["-include", str(pch_header), "-Winvalid-pch"]
     if path in source.torch_library_units:
-        return ("-include", str(common_dir() / "kwb_torch_library.h"))
-    return ()
+        flags += ["-include", str(common_dir() / "kwb_torch_library.h")]
+    return tuple(flags)
 
 
-def _plan(source: KernelSource, config: BuildConfig) -> NinjaPlan:
+def _pch_header(source: KernelSource, config: BuildConfig, root: Path) -> Path | None:
+    """The precompiled torch/extension.h for this build's C++ units, compiled first if needed;
+    None where none applies (kwb's own kernels, no unit starting with it, use_pch=False)."""
+    if not source.torch_style or source.use_pch is False or not any(pch.wants_pch(p) for p in source.cpp_sources):
+        return None
+    return pch.ensure(root, config.cxx, pch.pch_flags(config.cflags, source.module_name))
+
+
+def _plan(source: KernelSource, config: BuildConfig, pch_header: Path | None = None) -> NinjaPlan:
     names = _object_names(source.sources(config.device == "cuda"))
-    steps = [CompileStep(p, names[p], False, _step_flags(source, p)) for p in source.cpp_sources]
+    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_header)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p)) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_header)) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
 
 
@@ -309,7 +321,7 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
 def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool) -> Build | None:
     build_dir = layout.build_dir(entry, config.device)
     build_dir.mkdir(parents=True, exist_ok=True)
-    plan = _plan(source, config)
+    plan = _plan(source, config, _pch_header(source, config, entry.parent))
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
@@ -346,7 +358,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         base=base, key=key, library=library.name, library_size=library.stat().st_size,
         library_sha256=sha256_file(library), sources=src_hashes, headers=headers, config=config.fingerprint(),
         compilers={"cxx": config.cxx, "nvcc": config.nvcc}, built_at=time.time(),
-        build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings))
+        build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings),
+        binding=source.binding)
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
     manifest.write(manifest_path)  # last: marks the build whole
     _record_inputs(build_dir, plan, deps)

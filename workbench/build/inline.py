@@ -88,7 +88,7 @@ def _function_docs(functions) -> dict[str, str]:
 def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
                 extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
                 build_directory=None, verbose: bool = False, with_cuda=None, with_sycl=None, is_python_module: bool = True,
-                with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool = False,
+                with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool | None = None,
                 no_implicit_headers: bool = False, *, cuda: str | None = None, cpp: str | None = None, device=None,
                 force: bool = False, cuda_includes_torch: bool = False,
                 labels: dict[str, tuple[str, int]] | None = None) -> Kernel:
@@ -99,8 +99,9 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
     no_implicit_headers), cuda_sources (torch/types.h, cuda.h and cuda_runtime.h first),
     functions (names, or {name: docstring}) bound in a pybind module, each wrapped in torch's
     error handling unless with_pytorch_error_handling=False. The Kernel returned holds the
-    module's functions (k.<name>, k.module). use_pch is accepted: kwb precompiles
-    torch/extension.h in its own cache either way and never writes into torch's install.
+    module's functions (k.<name>, k.module). use_pch: None (kwb's default) or True precompiles
+    torch/extension.h once into kwb's cache (never into torch's install, as torch's use_pch
+    does) and compiles the C++ part against it; False compiles it without.
     extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
     verbose, with_cuda and is_python_module are as in kwb's load(); sycl_sources,
     extra_sycl_cflags and with_sycl are refused.
@@ -139,7 +140,7 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         raise ValueError("load_inline: give cpp_sources (torch's form: C++ with the functions to bind), or kwb's cpp=/cuda=")
     return _load_torch_form(name, _texts(cpp_sources, "cpp_sources"), _texts(cuda_sources, "cuda_sources"),
                             _function_docs(functions), device, verbose, force, is_python_module, with_pytorch_error_handling,
-                            no_implicit_headers, labels, includes, root, **flags)
+                            no_implicit_headers, use_pch, labels, includes, root, **flags)
 
 
 def _part_folder(entry: Path, kind: str, *content) -> Path:
@@ -162,7 +163,7 @@ def _write_part(folder: Path, user_name: str, text: str, wrapper_name: str, wrap
 
 
 def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose, force, is_python_module,
-                     with_pytorch_error_handling, no_implicit_headers, labels, includes, root, **flags) -> Kernel:
+                     with_pytorch_error_handling, no_implicit_headers, use_pch, labels, includes, root, **flags) -> Kernel:
     ident = identifier(name)
     entry = layout.entry_dir(root, f"{ident}-inline")
     display: dict[str, tuple[str, int]] = {}
@@ -193,7 +194,7 @@ def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose
     source = KernelSource(name=ident, folder=cpp_wrapper.parent, ident=f"{ident}-inline", cpp_sources=[cpp_wrapper],
                           cuda_sources=cuda_sources, include_dirs=[*includes, common_dir()], kind="inline",
                           display_paths=display, binding=binding, module_name=ident, python_module=is_python_module,
-                          torch_library_units={w for u, w in parts if uses_torch_library(u)})
+                          torch_library_units={w for u, w in parts if uses_torch_library(u)}, use_pch=use_pch)
     return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
                        root=root)
 

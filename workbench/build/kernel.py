@@ -271,8 +271,8 @@ def _import_extension(source: KernelSource, build: Build) -> ModuleType:
         name = f"kwb_{build.key[:12]}.{source.module_name}"
     spec = importlib.util.spec_from_file_location(name, build.library)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
     try:
+        module = importlib.util.module_from_spec(spec)  # dlopen and PyInit_<name>
         spec.loader.exec_module(module)
     except ImportError as e:
         if "undefined symbol" in str(e):

@@ -88,7 +88,7 @@ def refuse_unsupported(what: str, **given) -> None:
 def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None,
          extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose: bool = False, with_cuda=None,
          with_sycl=None, is_python_module: bool = True, is_standalone: bool = False, keep_intermediates: bool = True, *,
-         device=None, force: bool = False) -> Kernel:
+         device=None, force: bool = False, use_pch: bool | None = None) -> Kernel:
     """Load a kernel or extension, building it first if its sources, headers, flags or toolchain
     changed. Takes what torch.utils.cpp_extension.load takes, in its order.
 
@@ -107,6 +107,8 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
     keep_intermediates: as torch's (it concerns ROCm's hipified files; kwb keeps its objects).
     is_standalone, extra_sycl_cflags, with_sycl: refused (kwb builds no executables, no SYCL).
     force: rebuild even if a cached build matches.
+    use_pch: for C++ units that start with torch/extension.h, the header precompiled once into
+        kwb's cache; None (default) and True use it, False compiles the header in each unit.
 
     Returns a Kernel: a kwb kernel's ops, a pybind module's functions (k.module is the module),
     or a TORCH_LIBRARY extension's ops. Calling it again after editing a source or a header
@@ -123,6 +125,7 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
         source.include_dirs += [Path(d).expanduser().resolve() for d in includes]
     if not is_python_module:
         source.python_module = False
+    source.use_pch = use_pch
     root = Path(build_directory).expanduser() if build_directory is not None else None
     return load_source(source, device, verbose, force, flag_list(extra_cflags, "extra_cflags"),
                        flag_list(extra_cuda_cflags, "extra_cuda_cflags"), flag_list(extra_ldflags, "extra_ldflags"), root=root)

@@ -111,6 +111,7 @@ class KernelSource:
     python_module: bool = True  # import a pybind module (torch's is_python_module)
     # the translation units whose TORCH_LIBRARY blocks kwb's shim defers (kwb_torch_library.h)
     torch_library_units: set[Path] = field(default_factory=set)
+    use_pch: bool | None = None  # precompile torch/extension.h: None = kwb's choice (yes where it applies)
 
     @property
     def ops_file(self) -> Path | None:

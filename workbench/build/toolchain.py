@@ -110,6 +110,23 @@ def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> boo
     return answer
 
 
+def compiler_family(cxx: str, cache_root: Path | None = None) -> str:
+    """"gcc", "clang" or "other", by the macros the compiler predefines (`c++ --version` names
+    neither on Debian's g++). Probed once per compiler binary."""
+    key = "family:" + file_ident(cxx)
+    known = remembered(key, cache_root)
+    if known is not None:
+        return known
+    try:
+        macros = subprocess.run([cxx, "-x", "c++", "-E", "-dM", "-"], input="", capture_output=True, text=True,
+                                timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "other"
+    family = "clang" if "__clang__" in macros else "gcc" if "__GNUC__" in macros else "other"
+    remember(key, family, cache_root)
+    return family
+
+
 def cxx_path(cache_root: Path | None = None) -> str | None:
     """The C++ compiler: KWB_CXX as given; else the first of $CXX, c++, g++ that links libstdc++
     as a shared library (see links_libstdcxx_dynamically), with a notice when $CXX is skipped."""

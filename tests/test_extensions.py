@@ -1,0 +1,311 @@
+"""Extensions written the usual ways, loaded unchanged (examples/): the tutorial's pybind
+extension, a TORCH_LIBRARY project laid out for setup.py, torch's load(name, sources=...) and
+load_inline calls. Each builds, loads, reloads after a source edit and after a header edit in
+one process, and reports a compile error in the user's own file; a build killed mid-way is
+recovered; the signatures are torch's; arguments kwb does not take are refused by name."""
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import run_python
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def copy_example(name: str, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(EXAMPLES / name, tmp_path / name))
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))
+
+
+# ---- the tutorial way: torch/extension.h and PYBIND11_MODULE ---------------------------------
+
+
+def test_a_pybind_folder_loads_as_torchs_module_and_reloads_after_edits(tmp_path):
+    folder = copy_example("add_extension", tmp_path)
+    a, b = torch.randn(5), torch.randn(5)
+    k = wb.load(folder)
+    assert k.binding == "pybind" and k.ops == ["add_bwd", "add_fwd"]
+    torch.testing.assert_close(k.add_fwd(a, b), a + b)
+    assert "(a + b) * ADD_SCALE" in k.add_fwd.__doc__ and k.module.add_fwd is k.add_fwd
+    assert [g.tolist() for g in k.add_bwd(torch.ones(2))] == [[1.0, 1.0], [1.0, 1.0]]
+
+    edit(folder / "add_scale.h", "#define ADD_SCALE 1.0", "#define ADD_SCALE 3.0")  # a header the .cpp includes
+    k2 = wb.load(folder)
+    torch.testing.assert_close(k2.add_fwd(a, b), 3 * (a + b))
+    torch.testing.assert_close(k.add_fwd(a, b), a + b)  # the object held before keeps its code
+
+    edit(folder / "add.cpp", "return (a + b) * ADD_SCALE;", "return (a - b) * ADD_SCALE;")  # the source itself
+    k3 = wb.load(folder)
+    torch.testing.assert_close(k3.add_fwd(a, b), 3 * (a - b))
+    assert wb.load(folder) is k3  # nothing changed: the same object, no build
+
+
+def test_torchs_load_call_with_sources_works_unchanged(tmp_path):
+    folder = copy_example("add_extension", tmp_path)
+    # the call as written for torch.utils.cpp_extension.load, with only the module changed
+    m = wb.load("my_add", [str(folder / "add.cpp")], extra_cflags=["-DUNUSED_FLAG=1"], extra_include_paths=[str(folder)],
+                verbose=False)
+    assert m.module.__name__ == "my_add"
+    torch.testing.assert_close(m.add_fwd(torch.ones(3), torch.ones(3)), torch.full((3,), 2.0))
+    assert "-DUNUSED_FLAG=1" in m.info["config"]["cflags"]
+
+
+def test_a_compile_error_points_into_the_users_file(tmp_path):
+    folder = copy_example("add_extension", tmp_path)
+    edit(folder / "add.cpp", "return (a + b) * ADD_SCALE;", "return (a + b) * ADD_SCALE + undeclared_thing;")
+    with pytest.raises(wb.BuildError) as info:
+        wb.load(folder)
+    line = next(i for i, text in enumerate((folder / "add.cpp").read_text().splitlines(), 1) if "undeclared_thing" in text)
+    message = str(info.value)
+    assert re.search(rf"{re.escape(str(folder / 'add.cpp'))}:{line}:\d+: error: .*undeclared_thing", message), message
+    assert "^" in message and "full log:" in message
+    edit(folder / "add.cpp", " + undeclared_thing", "")
+    assert wb.load(folder).add_fwd(torch.ones(1), torch.ones(1)).item() == 2.0  # fixed: it builds
+
+
+def test_a_build_killed_midway_is_recovered(tmp_path):
+    folder = copy_example("add_extension", tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", f"import workbench as wb; wb.load({str(folder)!r})"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    entry = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # wait for the compiler to start
+        entries = list(Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("kwb_add_extension-*/build-cpu/build.ninja"))
+        if entries and subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True).stdout:
+            entry = entries[0].parent.parent
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert entry is not None, "the build never started"
+    res = run_python(f"""
+        import torch, workbench as wb
+        k = wb.load({str(folder)!r})
+        print(k.add_fwd(torch.ones(2), torch.ones(2)).tolist())
+    """)
+    assert res.returncode == 0, res.stderr
+    assert "[2.0, 2.0]" in res.stdout
+    assert "was interrupted" in res.stderr
+
+
+# ---- TORCH_LIBRARY, laid out for setup.py (pytorch/extension-cpp) -----------------------------
+
+
+def test_a_torch_library_project_loads_from_its_csrc_and_its_own_ops_py_passes_opcheck(tmp_path):
+    folder = copy_example("extension_cpp", tmp_path)
+    res = run_python(f"""
+        import importlib.util, torch, workbench as wb
+        k = wb.load({str(folder)!r})
+        assert k.binding == "torch_library" and k.namespace == "extension_cpp", (k.binding, k.namespace)
+        assert k.ops == ["mymul", "mymuladd"], k.ops
+        assert sorted(p.name for p in map(__import__("pathlib").Path, k.info["sources"])) == ["muladd.cpp"] + (
+            ["muladd.cu"] if k.device == "cuda" else [])
+        spec = importlib.util.spec_from_file_location("extension_cpp_ops", {str(folder / 'extension_cpp' / 'ops.py')!r})
+        ops = importlib.util.module_from_spec(spec); spec.loader.exec_module(ops)   # the project's Python, unchanged
+        a, b = torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)
+        torch.testing.assert_close(ops.mymuladd(a, b, 2.0), a * b + 2.0)
+        ops.mymuladd(a, b, 1.0).sum().backward()
+        torch.testing.assert_close(a.grad, b.detach())
+        torch.library.opcheck(torch.ops.extension_cpp.mymuladd.default, (a, b, 1.5))
+        f = torch.compile(lambda x, y: ops.mymuladd(x, y, 3.0) * 2, fullgraph=True)
+        torch.testing.assert_close(f(a.detach(), b.detach()), (a * b + 3.0).detach() * 2)
+        print("ok")
+    """)
+    assert res.returncode == 0, res.stderr
+    assert "ok" in res.stdout
+
+
+TORCH_LIBRARY_CPP = """\
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include "offset.h"
+
+at::Tensor shift(const at::Tensor& x) { return x + OFFSET; }
+
+TORCH_LIBRARY(shifty, m) { m.def("shift(Tensor x) -> Tensor"); }
+TORCH_LIBRARY_IMPL(shifty, CPU, m) { m.impl("shift", &shift); }
+"""
+
+
+def test_a_torch_library_reload_registers_under_a_new_namespace_and_says_so(tmp_path):
+    folder = tmp_path / "shifty"
+    folder.mkdir()
+    (folder / "shifty.cpp").write_text(TORCH_LIBRARY_CPP)
+    (folder / "offset.h").write_text("#pragma once\n#define OFFSET 1.0\n")
+    res = run_python(f"""
+        import torch, workbench as wb
+        from pathlib import Path
+        x = torch.zeros(3)
+        k = wb.load({str(folder)!r})
+        print("first", k.namespace, torch.ops.shifty.shift(x).tolist())
+        Path({str(folder / 'offset.h')!r}).write_text("#pragma once\\n#define OFFSET 5.0\\n")   # a header edit
+        k2 = wb.load({str(folder)!r})
+        print("second", k2.namespace, k2.shift(x).tolist(), k2.qualname("shift"), k.shift(x).tolist())
+        src = Path({str(folder / 'shifty.cpp')!r}); src.write_text(src.read_text().replace("x + OFFSET", "x - OFFSET"))
+        k3 = wb.load({str(folder)!r})
+        print("third", k3.namespace, k3.shift(x).tolist(), torch.ops.shifty.shift(x).tolist())
+    """)
+    assert res.returncode == 0, res.stderr
+    assert "first shifty [1.0, 1.0, 1.0]" in res.stdout
+    assert "second shifty_kwb2 [5.0, 5.0, 5.0] shifty_kwb2::shift [1.0, 1.0, 1.0]" in res.stdout
+    assert "third shifty_kwb3 [-5.0, -5.0, -5.0] [1.0, 1.0, 1.0]" in res.stdout
+    assert "registers its ops as torch.ops.shifty_kwb2" in res.stderr and "restart Python" in res.stderr
+
+
+# ---- torch's load_inline ---------------------------------------------------------------------
+
+SCALED_ADD = "torch::Tensor scaled_add(torch::Tensor a, torch::Tensor b, double s) { return a + s * b; }\n"
+
+
+def test_torchs_load_inline_call_works_unchanged_and_reloads_an_edit():
+    m = wb.load_inline(name="scaled_add_inline", cpp_sources=[SCALED_ADD], functions={"scaled_add": "a + s * b"},
+                       extra_cflags=["-DSOMETHING=1"], verbose=False, with_cuda=False)
+    torch.testing.assert_close(m.scaled_add(torch.ones(2), torch.ones(2), 3.0), torch.full((2,), 4.0))
+    assert "a + s * b" in m.scaled_add.__doc__
+    with pytest.raises(RuntimeError, match="must match the size"):  # torch's error handling around the function
+        m.scaled_add(torch.ones(2), torch.ones(3), 1.0)
+    m2 = wb.load_inline("scaled_add_inline", SCALED_ADD.replace("a + s * b", "a - s * b"), functions=["scaled_add"],
+                        extra_cflags=["-DSOMETHING=1"])
+    torch.testing.assert_close(m2.scaled_add(torch.ones(2), torch.ones(2), 3.0), torch.full((2,), -2.0))
+
+
+def test_load_inline_compile_errors_point_at_the_line_of_the_string():
+    bad = "torch::Tensor f(torch::Tensor a) {\n  return a + zz;\n}\n"
+    with pytest.raises(wb.BuildError) as info:
+        wb.load_inline("bad_inline_torch_form", cpp_sources=bad, functions=["f"])
+    assert re.search(r"<load_inline 'bad_inline_torch_form' cpp_sources>:2:\d+: error: .*zz", str(info.value)), str(info.value)
+
+
+# ---- the signatures, and what kwb refuses ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", ["load", "load_inline"])
+def test_the_signatures_are_torchs_in_torchs_order(fn):
+    import torch.utils.cpp_extension as ce
+
+    theirs = list(inspect.signature(getattr(ce, fn)).parameters)
+    ours = list(inspect.signature(getattr(wb, fn)).parameters)
+    assert ours[0] in ("name", "name_or_path")
+    assert ours[1:len(theirs)] == theirs[1:], f"{fn}: torch's {theirs} against kwb's {ours}"
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: wb.load("x", sources=["nowhere.cpp"]), "sources: .*nowhere.cpp is not a file"),
+    (lambda: wb.load("relu_scale", is_standalone=True), "is_standalone=True is not supported: kwb builds extensions to load"),
+    (lambda: wb.load("relu_scale", with_sycl=True), "with_sycl=True is not supported"),
+    (lambda: wb.load("relu_scale", with_cuda=True, device="cpu"), "with_cuda=True and device='cpu' disagree"),
+    (lambda: wb.load("relu_scale", extra_cflags=[1]), "extra_cflags must be a string or a list of strings"),
+    (lambda: wb.load_inline("x", cpp_sources="int f();", sycl_sources="x"), "sycl_sources='x' is not supported"),
+    (lambda: wb.load_inline("x", cpp_sources="int f();", functions=3), "functions must be a list of names or a dict"),
+    (lambda: wb.load_inline("x", cpp_sources="int f();"), "name the functions to bind with functions="),
+    (lambda: wb.load_inline("x", cpp="int f();", cpp_sources="int f();"), "not both"),
+    (lambda: wb.load_inline("x", cpp="at::Tensor f(const at::Tensor& x);", functions=["f"], no_implicit_headers=True),
+     "no_implicit_headers=True belongs to torch's form"),
+])
+def test_arguments_kwb_does_not_take_are_refused_by_name(call, message):
+    with pytest.raises((ValueError, TypeError, wb.KernelNotFoundError), match=message):
+        call()
+
+
+def test_a_folder_with_no_binding_says_what_kwb_loads(tmp_path):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "plain.cpp").write_text("int f() { return 1; }\n")
+    with pytest.raises(wb.KernelNotFoundError, match=r"kwb loads a kwb kernel \(KWB_LIBRARY\), a pybind extension"):
+        wb.load(tmp_path / "plain")
+
+
+def test_kwb_list_names_each_folders_kind(tmp_path):
+    from click.testing import CliRunner
+
+    from workbench.cli import main
+
+    res = CliRunner().invoke(main, ["list", str(EXAMPLES / "add_extension"), str(EXAMPLES / "extension_cpp"), "relu_scale"])
+    assert res.exit_code == 0, res.output
+    rows = {cells[0]: cells[1:] for line in res.output.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 4}
+    assert rows[str(EXAMPLES / "add_extension")][:2] == ["pybind", "add_fwd, add_bwd"], rows
+    assert rows[str(EXAMPLES / "extension_cpp")][:2] == ["torch_library", "mymuladd, mymul"], rows
+    assert rows["relu_scale"][0] == "kwb", rows
+
+
+# ---- the LLTM tutorial extension ---------------------------------------------------------------
+
+
+def _lltm_module(ext):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lltm_tutorial", EXAMPLES / "lltm_cpp" / "lltm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make_function(ext)
+
+
+def test_the_tutorial_lltm_is_checked_and_timed_by_the_harness():
+    ext = wb.load(EXAMPLES / "lltm_cpp")
+    spec = wb.load("lltm", device="cpu").spec   # kwb's own LLTM: the reference and its inputs
+    fn = _lltm_module(ext).apply
+    report = wb.check(fn, spec.reference, inputs=lambda shape, dtype, device, gen: spec.make_inputs(shape, dtype, device, gen),
+                      shapes=[(3, 5, 7), (16, 32, 128)], dtypes=["float64", "float32"], grad_inputs=(0, 1, 2, 3, 4),
+                      tolerance={torch.float64: wb.Tolerance(1e-10, 1e-10), torch.float32: wb.Tolerance(1e-4, 1e-4)},
+                      device="cpu", name="lltm_tutorial", seed=0)
+    assert report.passed, str(report)
+    args = spec.make_inputs((16, 32, 128), torch.float32, "cpu", torch.Generator().manual_seed(0))
+    timing = wb.bench(fn, spec.reference, inputs=[tuple(args)], baselines="eager", graphs=False)
+    assert {r["provider"] for r in timing.rows} == {"kwb", "eager"} and timing.ok, str(timing)
+
+
+def test_a_cpu_only_build_of_a_cuda_extension_says_what_is_missing():
+    with pytest.raises(wb.LoadError, match=r"calls lltm_cuda_forward\(.*\), which its CUDA sources define"):
+        wb.load(EXAMPLES / "lltm_cuda", device="cpu")
+
+
+@pytest.mark.nvcc
+def test_the_tutorial_cuda_extension_builds_with_nvcc_and_loads():
+    ext = wb.load(EXAMPLES / "lltm_cuda", device="cuda")
+    assert ext.device == "cuda" and ext.ops == ["backward", "forward"]
+    assert any(p.endswith("lltm_cuda_kernel.cu") for p in ext.info["sources"])
+
+
+@pytest.mark.cuda
+def test_the_tutorial_cuda_extension_matches_the_reference_on_the_gpu():
+    ext = wb.load(EXAMPLES / "lltm_cuda", device="cuda")
+    spec = wb.load("lltm", device="cpu").spec
+    fn = _lltm_module(ext).apply
+    report = wb.check(fn, spec.reference, inputs=lambda shape, dtype, device, gen: spec.make_inputs(shape, dtype, device, gen),
+                      shapes=[(3, 5, 7), (16, 32, 128), (64, 256, 1100)], dtypes=["float32", "float64"],
+                      grad_inputs=(0, 1, 2, 3, 4),
+                      tolerance={torch.float64: wb.Tolerance(1e-10, 1e-10), torch.float32: wb.Tolerance(1e-4, 1e-4)},
+                      device="cuda", name="lltm_cuda_tutorial", seed=0)
+    assert report.passed, str(report)
+
+
+@pytest.mark.cuda
+def test_the_torch_library_project_runs_its_cuda_kernels():
+    folder = EXAMPLES / "extension_cpp"
+    res = run_python(textwrap.dedent(f"""
+        import torch, workbench as wb
+        k = wb.load({str(folder)!r}, device="cuda")
+        a, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+        torch.testing.assert_close(k.mymuladd(a, b, 0.5), a * b + 0.5)
+        print("ok", k.device)
+    """))
+    assert res.returncode == 0, res.stderr
+    assert "ok cuda" in res.stdout
