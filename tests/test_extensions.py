@@ -309,3 +309,23 @@ def test_the_torch_library_project_runs_its_cuda_kernels():
     """))
     assert res.returncode == 0, res.stderr
     assert "ok cuda" in res.stdout
+
+
+@pytest.mark.nvcc
+def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_needs_more(tmp_path, capfd):
+    folder = tmp_path / "needs_nn"
+    folder.mkdir()
+    (folder / "bind.cpp").write_text(
+        "#include <torch/extension.h>\n"
+        "double gain();\n"
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"gain\", &gain); }\n")
+    (folder / "gain.cu").write_text(  # torch::nn is the C++ frontend's: not in torch/types.h
+        "#include <torch/extension.h>\n"
+        "double gain() { return torch::nn::init::calculate_gain(torch::kReLU); }\n")
+    k = wb.load(folder, device="cuda")
+    assert "needs the whole torch/extension.h" in capfd.readouterr().err
+    build_dir = k.build.manifest_path.parent / "build-cuda"
+    assert "kwb_light_torch" not in (build_dir / "build.ninja").read_text()  # remembered: torch's own header now
+    lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: the lighter header is enough
+    ninja = (lltm.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
+    assert "kwb_light_torch" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]

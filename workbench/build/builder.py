@@ -22,7 +22,7 @@ from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from cache_tools.manifest import Manifest
 from cache_tools.tool_versions import tool_version
 
-from . import pch, toolchain
+from . import light_headers, notices, pch, toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
 from .locking import BuildLock
@@ -232,13 +232,16 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     return out
 
 
-def _step_flags(source: KernelSource, path: Path, pch_header: Path | None) -> tuple[str, ...]:
+def _step_flags(source: KernelSource, path: Path, pch_header: Path | None, full_units: set[str]) -> tuple[str, ...]:
     """A unit's own flags: torch/extension.h precompiled (workbench/build/pch.py) for a C++
-    unit that starts with it; kwb's shim first in a TORCH_LIBRARY extension's units that
-    register ops, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
+    unit that starts with it, and a lighter one for a CUDA unit (light_headers.py); kwb's shim
+    first in a TORCH_LIBRARY extension's units that register ops, which defers their
+    registration to load time (kernels/common/kwb_torch_library.h)."""
     flags: list[str] = []
     if pch_header is not None and path.suffix != ".cu" and pch.wants_pch(path):
         flags += ["-include", str(pch_header), "-Winvalid-pch"]
+    if source.torch_style and light_headers.wants_light(path, full_units):
+        flags += [f"-I{light_headers.folder()}"]
     if path in source.torch_library_units:
         flags += ["-include", str(common_dir() / "kwb_torch_library.h")]
     return tuple(flags)
@@ -252,11 +255,12 @@ def _pch_header(source: KernelSource, config: BuildConfig, root: Path) -> Path |
     return pch.ensure(root, config.cxx, pch.pch_flags(config.cflags, source.module_name))
 
 
-def _plan(source: KernelSource, config: BuildConfig, pch_header: Path | None = None) -> NinjaPlan:
+def _plan(source: KernelSource, config: BuildConfig, pch_header: Path | None = None,
+          full_units: set[str] = frozenset()) -> NinjaPlan:
     names = _object_names(source.sources(config.device == "cuda"))
-    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_header)) for p in source.cpp_sources]
+    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_header, full_units)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_header)) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_header, full_units)) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
 
 
@@ -321,7 +325,9 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
 def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool) -> Build | None:
     build_dir = layout.build_dir(entry, config.device)
     build_dir.mkdir(parents=True, exist_ok=True)
-    plan = _plan(source, config, _pch_header(source, config, entry.parent))
+    pch_header = _pch_header(source, config, entry.parent)
+    full_units = light_headers.full_units(build_dir)
+    plan = _plan(source, config, pch_header, full_units)
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
@@ -329,16 +335,29 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     toolchain.announce_build_choices()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
     ok, output = run(config.ninja, build_dir, plan, feedback)
+    last = output  # the attempt whose diagnostics a failure reports
+    from . import diagnostics  # only builds parse compiler output
+
+    light = {str(s.source) for s in plan.steps if any(f.startswith(f"-I{light_headers.folder()}") for f in s.flags)}
+    failed = {str(s.source) for s in plan.steps if s.obj in light_headers.failed_objects(output)} & light
+    if not ok and failed and light_headers.needed_more(diagnostics.parse(output, cwd=str(build_dir))):
+        # a CUDA unit needed more of torch than the lighter header holds: torch's own, from now on
+        full_units |= failed
+        light_headers.remember_full(build_dir, full_units)
+        notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(failed))} needs the whole torch/extension.h; "
+                    "compiling it with torch's own (and remembering that)")
+        plan = _plan(source, config, pch_header, full_units)
+        ok, last = run(config.ninja, build_dir, plan, feedback)
+        output += last
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)
-    from . import diagnostics  # only builds parse compiler output
 
     if not ok:
         feedback.done(False)
-        found = diagnostics.parse(output, cwd=str(build_dir))
+        found = diagnostics.parse(last, cwd=str(build_dir))
         has_error = any(d.severity != "warning" for d in found)
         raise BuildError(source.name, config.device, found, str(log_path),
-                         tail="" if has_error else _command_tail(output), display_paths=source.display_paths)
+                         tail="" if has_error else _command_tail(last), display_paths=source.display_paths)
     deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir, source.include_dirs)
             for step in plan.steps}
     all_headers = sorted({h for hs in deps.values() for h in hs})

@@ -1,0 +1,286 @@
+#!/usr/bin/env python
+"""Extensions written the tutorial way: kwb's edit-reload loop beside torch.utils.cpp_extension's,
+on the same unchanged sources, in one run.
+
+    python benchmarks/extension_loop.py [--out DIR] [--repeat N] [--only lltm|inline]
+
+Workloads (each approach builds from its own temporary copy, into its own empty cache):
+
+    lltm     examples/lltm_cuda: lltm_cuda.cpp (checks, pybind) + lltm_cuda_kernel.cu (kernels,
+             AT_DISPATCH), both including torch/extension.h. kwb: wb.load(folder, device="cuda");
+             torch: torch.utils.cpp_extension.load("lltm_cuda", sources=[...]).
+    inline   a torch-style load_inline cell whose CUDA part includes torch/extension.h (a kernel
+             and its torch::Tensor wrapper), as KernelBench problems write them. kwb:
+             wb.load_inline(...); torch: torch.utils.cpp_extension.load_inline(...), same arguments.
+
+Steps, each timed with time.perf_counter() in a child process:
+
+    cold        fresh process, empty cache: the load call
+    warm        fresh process, built cache: the load call, after `import torch` and CUDA's start
+    cu_edit     one process: load, change a constant in the CUDA source, load again, run: the
+                seconds from the edit to the new result on the GPU
+    cpp_edit    the same for the binding .cpp (lltm only)
+    *_fresh     the edit made, then a fresh process loads and runs (torch's best case: its
+                in-process reload renames the module and recompiles every unit)
+
+Every result is judged: "new" (the output moved as the edit says), "stale" or "wrong". This
+file is also the children's code; its top level imports only the standard library.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+LLTM = REPO / "examples" / "lltm_cuda"
+
+# The edit: a constant the result is scaled by, in the .cu (the kernel's new_h) and in the .cpp
+# (the forward's return). The benchmark's copy gets the constants; the example stays as it is.
+CU_LINE = "new_h[n][c] = tanh(new_cell[n][c]) * output_gate[n][c];"
+CU_EDITABLE = "new_h[n][c] = tanh(new_cell[n][c]) * output_gate[n][c] * CU_SCALE;"
+CPP_LINE = "return lltm_cuda_forward(input, weights, bias, old_h, old_cell);"
+CPP_EDITABLE = ("auto out = lltm_cuda_forward(input, weights, bias, old_h, old_cell);\n"
+                "  out[0] = out[0] * CPP_SCALE;\n  return out;")
+
+INLINE_CUDA = """
+#include <torch/extension.h>
+#define CU_SCALE 1.0f
+
+__global__ void scaled_square_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = x[i] * x[i] * CU_SCALE;
+}
+
+torch::Tensor scaled_square(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat, "x must be a float32 CUDA tensor");
+  auto y = torch::empty_like(x);
+  const int64_t n = x.numel();
+  scaled_square_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+"""
+INLINE_CPP = "torch::Tensor scaled_square(torch::Tensor x);"
+
+
+# ---- the children ---------------------------------------------------------------------------
+
+
+def _set(path: Path, name: str, value: float) -> None:
+    text = path.read_text()
+    start = text.index(f"#define {name} ")
+    end = text.index("\n", start)
+    path.write_text(text[:start] + f"#define {name} {value!r}" + ("f" if text[start:end].endswith("f") else "") + text[end:])
+
+
+def _load(job: dict):
+    if job["workload"] == "lltm":
+        folder = Path(job["folder"])
+        if job["approach"] == "kwb":
+            import workbench as wb
+
+            return wb.load(folder, device="cuda")
+        import torch.utils.cpp_extension as ce
+
+        return ce.load("lltm_cuda", sources=[str(folder / "lltm_cuda.cpp"), str(folder / "lltm_cuda_kernel.cu")])
+    cuda = Path(job["folder"], "inline.cu").read_text()
+    if job["approach"] == "kwb":
+        import workbench as wb
+
+        return wb.load_inline("scaled_square", cpp_sources=INLINE_CPP, cuda_sources=cuda, functions=["scaled_square"])
+    import torch.utils.cpp_extension as ce
+
+    return ce.load_inline("scaled_square", cpp_sources=INLINE_CPP, cuda_sources=cuda, functions=["scaled_square"])
+
+
+def _result(job: dict, ext) -> float:
+    """The output's value, which the constants scale; synchronized."""
+    import torch
+
+    if job["workload"] == "lltm":
+        g = torch.Generator().manual_seed(0)
+        args = [torch.randn(s, generator=g).cuda() for s in ((16, 32), (384, 160), (384,), (16, 128), (16, 128))]
+        value = float(ext.forward(*args)[0].abs().sum())
+    else:
+        value = float(ext.scaled_square(torch.full((1024,), 2.0, device="cuda")).sum())
+    torch.cuda.synchronize()
+    return value
+
+
+def child(job: dict) -> dict:
+    t0 = time.perf_counter()
+    import torch
+
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")
+    out = {"import_torch_s": time.perf_counter() - t0}
+    folder = Path(job["folder"])
+    if job["step"] in ("cold", "warm", "fresh"):
+        t = time.perf_counter()
+        ext = _load(job)
+        out["load_s"] = time.perf_counter() - t
+        out["value"] = _result(job, ext)
+        out["run_s"] = time.perf_counter() - t
+        return out
+    # an edit in this process
+    ext = _load(job)
+    out["before"] = _result(job, ext)
+    target = folder / job["file"]
+    t = time.perf_counter()
+    _set(target, job["constant"], job["value"])
+    ext = _load(job)
+    out["after"] = _result(job, ext)
+    out["edit_s"] = time.perf_counter() - t
+    return out
+
+
+# ---- the parent -----------------------------------------------------------------------------
+
+
+def prepare(workload: str, root: Path) -> Path:
+    folder = root / "src"
+    if workload == "lltm":
+        shutil.copytree(LLTM, folder)
+        cu, cpp = folder / "lltm_cuda_kernel.cu", folder / "lltm_cuda.cpp"
+        # the constants after the first include: the unit still starts with torch/extension.h
+        for path, define, old, new in ((cu, "CU_SCALE", CU_LINE, CU_EDITABLE), (cpp, "CPP_SCALE", CPP_LINE, CPP_EDITABLE)):
+            text = path.read_text().replace(old, new)
+            first = text.index("#include <torch/extension.h>\n") + len("#include <torch/extension.h>\n")
+            path.write_text(text[:first] + f"#define {define} 1.0\n" + text[first:])
+    else:
+        folder.mkdir(parents=True)
+        (folder / "inline.cu").write_text(INLINE_CUDA)
+    return folder
+
+
+def run_child(job: dict, cache: Path) -> dict:
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(cache), PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True, text=True,
+                          env=env, timeout=1800)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"child {job} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(lines[-1])
+
+
+def verdict(before: float, after: float, scale: float) -> str:
+    if abs(after - before * scale) <= 1e-3 * abs(before * scale):
+        return "new"
+    return "stale" if abs(after - before) <= 1e-3 * abs(before) else "wrong"
+
+
+def bench(workload: str, approach: str, repeat: int) -> dict:
+    root = Path(tempfile.mkdtemp(prefix=f"kwb-extloop-{workload}-{approach}-"))
+    cache = root / "cache"
+    folder = prepare(workload, root)
+    base = {"workload": workload, "approach": approach, "folder": str(folder)}
+    rows: dict = {}
+    cold = run_child({**base, "step": "cold"}, cache)
+    rows["cold"] = {"s": cold["load_s"]}
+    warm = [run_child({**base, "step": "warm"}, cache)["load_s"] for _ in range(3)]
+    rows["warm"] = {"s": statistics.median(warm)}
+    edits = [("cu_edit", "lltm_cuda_kernel.cu" if workload == "lltm" else "inline.cu", "CU_SCALE")]
+    if workload == "lltm":
+        edits.append(("cpp_edit", "lltm_cuda.cpp", "CPP_SCALE"))
+    for label, file, constant in edits:
+        times, verdicts, value = [], [], 1.0
+        for _ in range(repeat):  # in one process: load, edit, load, run
+            new = value + 1.0
+            res = run_child({**base, "step": "edit", "file": file, "constant": constant, "value": new}, cache)
+            times.append(res["edit_s"])
+            verdicts.append(verdict(res["before"], res["after"], new / value))
+            value = new
+        rows[label] = {"s": statistics.median(times), "verdict": ",".join(sorted(set(verdicts))), "samples": times}
+        # the edit made, then a fresh process loads and runs
+        new = value + 1.0
+        before = run_child({**base, "step": "fresh"}, cache)["value"]
+        _set(folder / file, constant, new)
+        res = run_child({**base, "step": "fresh"}, cache)
+        rows[f"{label}_fresh"] = {"s": res["load_s"], "verdict": verdict(before, res["value"], new / value)}
+        value = new
+    shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def environment() -> dict:
+    import torch
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:
+        nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    except OSError:
+        nvcc_version = "none"
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nvcc": nvcc_version, "python": sys.version.split()[0], "cpus": os.cpu_count(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "kwb": os.environ.get("KWB_GIT_DESCRIBE", "")}
+
+
+def markdown(report: dict) -> str:
+    env = report["env"]
+    lines = [f"# Tutorial-way extensions: kwb beside torch.utils.cpp_extension", "",
+             f"{env['device']}, {env['cpus']} cores, torch {env['torch']}, CUDA {env['cuda']}, {env['nvcc']}, "
+             f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `python benchmarks/extension_loop.py`; "
+             f"edits: median of {report['repeat']}.", ""]
+    names = {"cold": "cold build (empty cache)", "warm": "warm load, fresh process (after import torch and CUDA start)",
+             "cu_edit": ".cu edit -> new result, same process", "cu_edit_fresh": ".cu edit -> new result, fresh process",
+             "cpp_edit": ".cpp edit -> new result, same process", "cpp_edit_fresh": ".cpp edit -> new result, fresh process"}
+    for workload, title in (("lltm", "The tutorial LLTM (examples/lltm_cuda)"), ("inline", "A torch-style load_inline cell")):
+        if workload not in report["results"]:
+            continue
+        res = report["results"][workload]
+        lines += [f"## {title}", "", "| step | kwb | torch | kwb / torch |", "|---|---|---|---|"]
+        for step, label in names.items():
+            k, t = res.get("kwb", {}).get(step), res.get("torch", {}).get(step)
+            if k is None and t is None:
+                continue
+
+            def cell(x):
+                if x is None:
+                    return "-"
+                return f"{x['s']:.2f} s" + (f" ({x['verdict']})" if x.get("verdict") else "")
+            ratio = f"{k['s'] / t['s']:.0%}" if k and t and t["s"] > 0 else "-"
+            lines.append(f"| {label} | {cell(k)} | {cell(t)} | {ratio} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help="write extension_loop.json and .md into OUT/<device>/")
+    parser.add_argument("--repeat", type=int, default=1, help="in-process edits per kind (median reported)")
+    parser.add_argument("--only", choices=["lltm", "inline"], default=None)
+    parser.add_argument("--skip-torch", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))), flush=True)
+        return 0
+    report = {"env": environment(), "repeat": args.repeat, "results": {}}
+    for workload in ([args.only] if args.only else ["lltm", "inline"]):
+        for approach in (["kwb"] if args.skip_torch else ["kwb", "torch"]):
+            print(f"{workload} / {approach} ...", file=sys.stderr, flush=True)
+            report["results"].setdefault(workload, {})[approach] = bench(workload, approach, args.repeat)
+            print(json.dumps(report["results"][workload][approach]), file=sys.stderr, flush=True)
+    text = markdown(report)
+    print(text)
+    if args.out:
+        slug = "".join(c if c.isalnum() else "-" for c in report["env"]["device"].lower()).strip("-")
+        folder = Path(args.out) / slug
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "extension_loop.json").write_text(json.dumps(report, indent=1))
+        (folder / "extension_loop.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

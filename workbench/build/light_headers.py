@@ -1,0 +1,74 @@
+"""A lighter torch/extension.h for the CUDA units of torch-style extensions.
+
+A tutorial .cu includes torch/extension.h, and nvcc parses all of it three times over (cudafe++,
+cicc, the host compile): 72 s for the tutorial LLTM's .cu on the 2-core machine, 34 s with
+torch/types.h in its place (benchmarks/reference/workbench_choices.md). Kernels and their launch
+code use ATen and the torch:: tensor API, not the C++ frontend (torch::nn, optim, data) or the
+Python bindings, so kwb puts kernels/common/kwb_light_torch/ first on such a unit's include path,
+whose torch/extension.h includes torch/types.h alone. A unit that turns out to need more fails
+with errors about torch's names; kwb then compiles it with torch's own header and remembers
+that for the build folder. KWB_TORCH_HEADERS=full turns the lighter header off.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from cache_tools.fsutil import atomic_write_text
+
+from .sources import common_dir
+
+RECORD = ".kwb-full-torch-headers.json"  # per build folder: units that need torch's own header
+_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.M)
+# What a unit compiled against torch/types.h says when it needed torch/all.h or torch/python.h:
+# a name torch:: (or at::, py::) lacks, in nvcc's front end's words or in g++'s.
+_NEEDS_MORE = re.compile(r'namespace "(torch|at|c10|pybind11)[:\w]*" has no member|'
+                         r"is not a member of ['‘\"](torch|at|pybind11|py)|"
+                         r'name followed by "::" must be a class or namespace name|'
+                         r'identifier "(py|pybind11|THP\w*)" is undefined|'
+                         r"['‘\"](py|pybind11|nn|optim)['’\"] (has not been declared|does not name a type)")
+
+
+def enabled() -> bool:
+    return os.environ.get("KWB_TORCH_HEADERS", "").strip().lower() != "full"
+
+
+def folder() -> Path:
+    return common_dir() / "kwb_light_torch"
+
+
+def wants_light(path: Path, full_units: set[str]) -> bool:
+    """A CUDA unit that includes torch/extension.h and has not needed the whole of it before."""
+    if path.suffix != ".cu" or str(path) in full_units or not enabled():
+        return False
+    try:
+        return bool(_INCLUDES_EXTENSION_H.search(path.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def full_units(build_dir: Path) -> set[str]:
+    try:
+        units = json.loads((build_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {u for u in units if isinstance(u, str)} if isinstance(units, list) else set()
+
+
+def remember_full(build_dir: Path, units: set[str]) -> None:
+    atomic_write_text(build_dir / RECORD, json.dumps(sorted(units), indent=1))
+
+
+def needed_more(diagnostics) -> bool:
+    """Whether a failed build's errors are about names the lighter header leaves out."""
+    return any(d.severity != "warning" and _NEEDS_MORE.search(d.message) for d in diagnostics)
+
+
+_FAILED = re.compile(r"^FAILED: (\S+)", re.M)
+
+
+def failed_objects(ninja_output: str) -> set[str]:
+    """The object files ninja says it failed to build."""
+    return set(_FAILED.findall(ninja_output))
