@@ -227,7 +227,7 @@ def environment() -> dict:
 
 def markdown(report: dict) -> str:
     env = report["env"]
-    lines = [f"# Tutorial-way extensions: kwb beside torch.utils.cpp_extension", "",
+    lines = ["# Tutorial-way extensions: kwb beside torch.utils.cpp_extension", "",
              f"{env['device']}, {env['cpus']} cores, torch {env['torch']}, CUDA {env['cuda']}, {env['nvcc']}, "
              f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `python benchmarks/extension_loop.py`; "
              f"edits: median of {report['repeat']}.", ""]
