@@ -66,9 +66,9 @@ def needed_more(diagnostics) -> bool:
     return any(d.severity != "warning" and _NEEDS_MORE.search(d.message) for d in diagnostics)
 
 
-_FAILED = re.compile(r"^FAILED: (\S+)", re.M)
+_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.+)$", re.M)  # ninja 1.12+ adds "[code=N] "
 
 
 def failed_objects(ninja_output: str) -> set[str]:
-    """The object files ninja says it failed to build."""
-    return set(_FAILED.findall(ninja_output))
+    """The files ninja says it failed to build."""
+    return {name for line in _FAILED.findall(ninja_output) for name in line.split()}
