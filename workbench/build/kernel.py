@@ -322,7 +322,14 @@ def _load_torch_library(source: KernelSource, build: Build) -> Kernel:
     register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     register.restype = ctypes.c_int
     err = ctypes.create_string_buffer(8192)
-    if register(suffix.encode(), err, len(err)) != 0:
+    failed = register(suffix.encode(), err, len(err)) != 0
+    if failed and not suffix and "Only a single TORCH_LIBRARY" in err.value.decode(errors="replace"):
+        # the namespace was registered outside kwb (the project's setup.py build, imported): a new name
+        suffix = "_kwb2"
+        while any(f"{ns}{suffix}" in _claimed_namespaces for ns in defined):
+            suffix = f"_kwb{int(suffix[4:]) + 1}"
+        failed = register(suffix.encode(), err, len(err)) != 0
+    if failed:
         raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace').strip()}")
     _handles.append(handle)
     names = tuple(ns + suffix for ns in defined)
