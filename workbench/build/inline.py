@@ -137,7 +137,8 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         return _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_includes_torch, labels, includes, root,
                               **flags)
     if cpp_sources is None:
-        raise ValueError("load_inline: give cpp_sources (torch's form: C++ with the functions to bind), or kwb's cpp=/cuda=")
+        raise ValueError("load_inline: give cpp= source (kwb's form, with cuda= for CUDA code) or cpp_sources= (torch's "
+                         "form) holding the functions to expose")
     return _load_torch_form(name, _texts(cpp_sources, "cpp_sources"), _texts(cuda_sources, "cuda_sources"),
                             _function_docs(functions), device, verbose, force, is_python_module, with_pytorch_error_handling,
                             no_implicit_headers, use_pch, labels, includes, root, **flags)
