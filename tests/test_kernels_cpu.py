@@ -85,5 +85,5 @@ def test_relu_scale_rejects_half_on_cpu():
 
 
 def test_unknown_op_names_the_ops_there_are():
-    with pytest.raises(AttributeError, match="has no op 'relu'; its ops: relu_scale, relu_scale_backward"):
+    with pytest.raises(AttributeError, match="has no op or function 'relu'; it has: relu_scale, relu_scale_backward"):
         KERNELS["relu_scale"].relu
