@@ -6,6 +6,7 @@ recovered; the signatures are torch's; arguments kwb does not take are refused b
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import shutil
@@ -79,31 +80,6 @@ def test_a_compile_error_points_into_the_users_file(tmp_path):
     assert "^" in message and "full log:" in message
     edit(folder / "add.cpp", " + undeclared_thing", "")
     assert wb.load(folder).add_fwd(torch.ones(1), torch.ones(1)).item() == 2.0  # fixed: it builds
-
-
-def test_a_build_killed_midway_is_recovered(tmp_path):
-    folder = copy_example("add_extension", tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", f"import workbench as wb; wb.load({str(folder)!r})"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
-    entry = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:  # wait for the compiler to start
-        entries = list(Path(os.environ["TORCH_EXTENSIONS_DIR"]).glob("kwb_add_extension-*/build-cpu/build.ninja"))
-        if entries and subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True).stdout:
-            entry = entries[0].parent.parent
-            break
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert entry is not None, "the build never started"
-    res = run_python(f"""
-        import torch, workbench as wb
-        k = wb.load({str(folder)!r})
-        print(k.add_fwd(torch.ones(2), torch.ones(2)).tolist())
-    """)
-    assert res.returncode == 0, res.stderr
-    assert "[2.0, 2.0]" in res.stdout
-    assert "was interrupted" in res.stderr
 
 
 # ---- TORCH_LIBRARY, laid out for setup.py (pytorch/extension-cpp) -----------------------------
@@ -329,3 +305,96 @@ def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_
     lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: the lighter header is enough
     ninja = (lltm.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
     assert "kwb_light_torch" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
+
+
+# ---- every kind under kwb's promises: concurrent loaders, kill -9, compile errors ----------------
+# Each kind's load as a line of Python and the value its function must give: one process's code
+# runs in several, so the tests below exercise the lock and the recovery with real processes.
+
+
+def _kind(kind: str, tmp_path: Path) -> tuple[str, str, Path]:
+    """(the load call, an expression giving a list, the user's source file) for a fresh copy of `kind`."""
+    if kind == "pybind":
+        folder = copy_example("add_extension", tmp_path)
+        return f"k = wb.load({str(folder)!r})", "k.add_fwd(torch.ones(2), torch.ones(2)).tolist()", folder / "add.cpp"
+    if kind == "torch_library":
+        folder = tmp_path / "shifty"
+        folder.mkdir()
+        (folder / "shifty.cpp").write_text(TORCH_LIBRARY_CPP)
+        (folder / "offset.h").write_text("#pragma once\n#define OFFSET 1.0\n")
+        return f"k = wb.load({str(folder)!r})", "k.shift(torch.ones(2)).tolist()", folder / "shifty.cpp"
+    assert kind == "load_inline"
+    source = tmp_path / "cell.cpp"  # the cell's text, kept in a file so the test can break it
+    source.write_text(f"// {tmp_path.name}\n" + SCALED_ADD)
+    call = (f"k = wb.load_inline('cell_{abs(hash(tmp_path.name))}', cpp_sources=open({str(source)!r}).read(), "
+            "functions=['scaled_add'])")
+    return call, "k.scaled_add(torch.ones(2), torch.ones(2), 1.0).tolist()", source
+
+
+KINDS = ["pybind", "torch_library", "load_inline"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_several_processes_loading_one_extension_build_it_once(kind, tmp_path):
+    load, value, _ = _kind(kind, tmp_path)
+    code = f"import json, torch, workbench as wb\n{load}\nprint(json.dumps([k.build.compiled, {value}]))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r[1] == [2.0, 2.0] for r in results), results
+    assert sum(r[0] for r in results) == 1, results
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_build_killed_midway_is_recovered(kind, tmp_path):
+    load, value, _ = _kind(kind, tmp_path)
+    code = f"import torch, workbench as wb\n{load}\nprint({value})"
+    root = Path(os.environ["TORCH_EXTENSIONS_DIR"])
+    victim = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held = None
+    deadline = time.monotonic() + 120
+    while held is None and time.monotonic() < deadline and victim.poll() is None:  # wait until it builds
+        for lock in root.glob("*/lock"):
+            try:
+                if json.loads(lock.read_text() or "{}").get("pid") == victim.pid:
+                    held = lock
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.05)
+    time.sleep(1.0)  # into the compiler
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert held is not None, "the build never took its lock"
+    res = run_python(code)
+    assert res.returncode == 0, res.stderr
+    assert "[2.0, 2.0]" in res.stdout
+    assert f"pid {victim.pid} was interrupted" in res.stderr
+
+
+@pytest.mark.parametrize("kind", ["torch_library", "load_inline"])  # pybind: test_a_compile_error_points_into_the_users_file
+def test_each_kind_reports_a_compile_error_in_the_users_source(kind, tmp_path):
+    load, value, source = _kind(kind, tmp_path)
+    text = source.read_text()
+    anchor = "x + OFFSET" if kind == "torch_library" else "a + s * b"
+    source.write_text(text.replace(anchor, anchor + " + not_declared_here"))
+    res = run_python(f"import torch, workbench as wb\n{load}")
+    assert res.returncode != 0
+    line = next(i for i, t in enumerate(source.read_text().splitlines(), 1) if "not_declared_here" in t)
+    where = str(source) if kind == "torch_library" else r"<load_inline 'cell_\d+' cpp_sources>"
+    assert re.search(rf"{where}:{line}:\d+: error: .*not_declared_here", res.stderr), res.stderr
+    assert "^" in res.stderr and "Traceback" in res.stderr  # raised as a BuildError
+
+
+def test_a_load_inline_cell_reloads_after_an_edit_of_a_header_it_includes(tmp_path):
+    (tmp_path / "gain.h").write_text("#pragma once\n#define GAIN 2.0\n")
+    cell = '#include "gain.h"\ntorch::Tensor gained(torch::Tensor a) { return a * GAIN; }\n'
+    name = f"gain_{abs(hash(tmp_path.name))}"
+    m = wb.load_inline(name, cell, functions=["gained"], extra_include_paths=[str(tmp_path)])
+    assert m.gained(torch.ones(1)).item() == 2.0
+    (tmp_path / "gain.h").write_text("#pragma once\n#define GAIN 7.0\n")
+    m2 = wb.load_inline(name, cell, functions=["gained"], extra_include_paths=[str(tmp_path)])
+    assert m2.gained(torch.ones(1)).item() == 7.0 and m2.build.compiled
