@@ -2,13 +2,17 @@
 """Extensions written the tutorial way: kwb's edit-reload loop beside torch.utils.cpp_extension's,
 on the same unchanged sources, in one run.
 
-    python benchmarks/extension_loop.py [--out DIR] [--repeat N] [--only lltm|inline]
+    python benchmarks/extension_loop.py [--out DIR] [--repeat N] [--only lltm|inline|lltm_cpu ...]
 
 Workloads (each approach builds from its own temporary copy, into its own empty cache):
 
     lltm     examples/lltm_cuda: lltm_cuda.cpp (checks, pybind) + lltm_cuda_kernel.cu (kernels,
              AT_DISPATCH), both including torch/extension.h. kwb: wb.load(folder, device="cuda");
              torch: torch.utils.cpp_extension.load("lltm_cuda", sources=[...]).
+    lltm_cpu examples/lltm_cpp: the tutorial's CPU LLTM, one lltm.cpp (torch/extension.h, ATen
+             ops, pybind) and a header. kwb: wb.load(folder, device="cpu"); torch:
+             torch.utils.cpp_extension.load("lltm_cpp", sources=[lltm.cpp]). Runs without a GPU:
+             the only workload of a machine with none.
     inline   a torch-style load_inline cell whose CUDA part includes torch/extension.h (a kernel
              and its torch::Tensor wrapper), as KernelBench problems write them. kwb:
              wb.load_inline(...); torch: torch.utils.cpp_extension.load_inline(...), same arguments.
@@ -19,7 +23,7 @@ Steps, each timed with time.perf_counter() in a child process:
     warm        fresh process, built cache: the load call, after `import torch` and CUDA's start
     cu_edit     one process: load, change a constant in the CUDA source, load again, run: the
                 seconds from the edit to the new result on the GPU
-    cpp_edit    the same for the binding .cpp (lltm only)
+    cpp_edit    the same for the binding .cpp (lltm, lltm_cpu)
     *_fresh     the edit made, then a fresh process loads and runs (torch's best case: its
                 in-process reload renames the module and recompiles every unit)
 
@@ -43,6 +47,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 LLTM = REPO / "examples" / "lltm_cuda"
+LLTM_CPU = REPO / "examples" / "lltm_cpp"
 
 # The edit: a constant the result is scaled by, in the .cu (the kernel's new_h) and in the .cpp
 # (the forward's return). The benchmark's copy gets the constants; the example stays as it is.
@@ -51,6 +56,9 @@ CU_EDITABLE = "new_h[n][c] = tanh(new_cell[n][c]) * output_gate[n][c] * CU_SCALE
 CPP_LINE = "return lltm_cuda_forward(input, weights, bias, old_h, old_cell);"
 CPP_EDITABLE = ("auto out = lltm_cuda_forward(input, weights, bias, old_h, old_cell);\n"
                 "  out[0] = out[0] * CPP_SCALE;\n  return out;")
+
+CPU_LINE = "auto new_h = torch::tanh(new_cell) * output_gate;"
+CPU_EDITABLE = "auto new_h = torch::tanh(new_cell) * output_gate * CPP_SCALE;"
 
 INLINE_CUDA = """
 #include <torch/extension.h>
@@ -83,6 +91,15 @@ def _set(path: Path, name: str, value: float) -> None:
 
 
 def _load(job: dict):
+    if job["workload"] == "lltm_cpu":
+        folder = Path(job["folder"])
+        if job["approach"] == "kwb":
+            import workbench as wb
+
+            return wb.load(folder, device="cpu")
+        import torch.utils.cpp_extension as ce
+
+        return ce.load("lltm_cpp", sources=[str(folder / "lltm.cpp")])
     if job["workload"] == "lltm":
         folder = Path(job["folder"])
         if job["approach"] == "kwb":
@@ -106,13 +123,14 @@ def _result(job: dict, ext) -> float:
     """The output's value, which the constants scale; synchronized."""
     import torch
 
-    if job["workload"] == "lltm":
+    if job["workload"] in ("lltm", "lltm_cpu"):
         g = torch.Generator().manual_seed(0)
-        args = [torch.randn(s, generator=g).cuda() for s in ((16, 32), (384, 160), (384,), (16, 128), (16, 128))]
+        args = [torch.randn(s, generator=g).to(job["device"]) for s in ((16, 32), (384, 160), (384,), (16, 128), (16, 128))]
         value = float(ext.forward(*args)[0].abs().sum())
     else:
         value = float(ext.scaled_square(torch.full((1024,), 2.0, device="cuda")).sum())
-    torch.cuda.synchronize()
+    if job["device"] == "cuda":
+        torch.cuda.synchronize()
     return value
 
 
@@ -120,8 +138,9 @@ def child(job: dict) -> dict:
     t0 = time.perf_counter()
     import torch
 
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")
+    if job["device"] == "cuda":
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
     out = {"import_torch_s": time.perf_counter() - t0}
     folder = Path(job["folder"])
     if job["step"] in ("cold", "warm", "fresh"):
@@ -148,7 +167,13 @@ def child(job: dict) -> dict:
 
 def prepare(workload: str, root: Path) -> Path:
     folder = root / "src"
-    if workload == "lltm":
+    if workload == "lltm_cpu":
+        shutil.copytree(LLTM_CPU, folder)
+        path = folder / "lltm.cpp"
+        text = path.read_text().replace(CPU_LINE, CPU_EDITABLE)
+        first = text.index("#include <torch/extension.h>\n") + len("#include <torch/extension.h>\n")
+        path.write_text(text[:first] + "#define CPP_SCALE 1.0\n" + text[first:])
+    elif workload == "lltm":
         shutil.copytree(LLTM, folder)
         cu, cpp = folder / "lltm_cuda_kernel.cu", folder / "lltm_cuda.cpp"
         # the constants after the first include: the unit still starts with torch/extension.h
@@ -183,15 +208,16 @@ def bench(workload: str, approach: str, repeat: int) -> dict:
     root = Path(tempfile.mkdtemp(prefix=f"kwb-extloop-{workload}-{approach}-"))
     cache = root / "cache"
     folder = prepare(workload, root)
-    base = {"workload": workload, "approach": approach, "folder": str(folder)}
+    base = {"workload": workload, "approach": approach, "folder": str(folder),
+            "device": "cpu" if workload == "lltm_cpu" else "cuda"}
     rows: dict = {}
     cold = run_child({**base, "step": "cold"}, cache)
     rows["cold"] = {"s": cold["load_s"]}
     warm = [run_child({**base, "step": "warm"}, cache)["load_s"] for _ in range(4)][1:]  # the first writes bytecode
     rows["warm"] = {"s": statistics.median(warm)}
-    edits = [("cu_edit", "lltm_cuda_kernel.cu" if workload == "lltm" else "inline.cu", "CU_SCALE")]
-    if workload == "lltm":
-        edits.append(("cpp_edit", "lltm_cuda.cpp", "CPP_SCALE"))
+    edits = {"lltm": [("cu_edit", "lltm_cuda_kernel.cu", "CU_SCALE"), ("cpp_edit", "lltm_cuda.cpp", "CPP_SCALE")],
+             "lltm_cpu": [("cpp_edit", "lltm.cpp", "CPP_SCALE")],
+             "inline": [("cu_edit", "inline.cu", "CU_SCALE")]}[workload]
     for label, file, constant in edits:
         times, verdicts, value = [], [], 1.0
         for _ in range(repeat):  # in one process: load, edit, load, run
@@ -220,7 +246,12 @@ def environment() -> dict:
         nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     except OSError:
         nvcc_version = "none"
-    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+    if torch.cuda.is_available():
+        device = torch.cuda.get_device_name()
+    else:  # the CPU's model: a machine with no GPU times its compilers
+        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+        device = next((l.split(":", 1)[1].strip() for l in cpuinfo.splitlines() if l.startswith("model name")), "CPU")
+    return {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda,
             "nvcc": nvcc_version, "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "kwb": os.environ.get("KWB_GIT_DESCRIBE", "")}
@@ -235,7 +266,8 @@ def markdown(report: dict) -> str:
     names = {"cold": "cold build (empty cache)", "warm": "warm load, fresh process (after import torch and CUDA start)",
              "cu_edit": ".cu edit -> new result, same process", "cu_edit_fresh": ".cu edit -> new result, fresh process",
              "cpp_edit": ".cpp edit -> new result, same process", "cpp_edit_fresh": ".cpp edit -> new result, fresh process"}
-    for workload, title in (("lltm", "The tutorial LLTM (examples/lltm_cuda)"), ("inline", "A torch-style load_inline cell")):
+    for workload, title in (("lltm", "The tutorial LLTM (examples/lltm_cuda)"), ("inline", "A torch-style load_inline cell"),
+                            ("lltm_cpu", "The tutorial's CPU LLTM (examples/lltm_cpp)")):
         if workload not in report["results"]:
             continue
         res = report["results"][workload]
@@ -260,14 +292,18 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help="write extension_loop.json and .md into OUT/<device>/")
     parser.add_argument("--repeat", type=int, default=1, help="in-process edits per kind (median reported)")
-    parser.add_argument("--only", choices=["lltm", "inline"], default=None)
+    parser.add_argument("--only", choices=["lltm", "inline", "lltm_cpu"], action="append", default=None,
+                        help="a workload to run (again for more); default: all three with a GPU, lltm_cpu without")
     parser.add_argument("--skip-torch", action="store_true")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))), flush=True)
         return 0
     report = {"env": environment(), "repeat": args.repeat, "results": {}}
-    for workload in ([args.only] if args.only else ["lltm", "inline"]):
+    import torch
+
+    workloads = args.only or (["lltm", "inline", "lltm_cpu"] if torch.cuda.is_available() else ["lltm_cpu"])
+    for workload in workloads:
         for approach in (["kwb"] if args.skip_torch else ["kwb", "torch"]):
             print(f"{workload} / {approach} ...", file=sys.stderr, flush=True)
             report["results"].setdefault(workload, {})[approach] = bench(workload, approach, args.repeat)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_python
 
 import workbench as wb
-from conftest import run_python
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -377,7 +377,7 @@ def test_a_build_killed_midway_is_recovered(kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["torch_library", "load_inline"])  # pybind: test_a_compile_error_points_into_the_users_file
 def test_each_kind_reports_a_compile_error_in_the_users_source(kind, tmp_path):
-    load, value, source = _kind(kind, tmp_path)
+    load, _, source = _kind(kind, tmp_path)
     text = source.read_text()
     anchor = "x + OFFSET" if kind == "torch_library" else "a + s * b"
     source.write_text(text.replace(anchor, anchor + " + not_declared_here"))

@@ -28,6 +28,7 @@ __version__ = "0.1.0"  # the one version string: pyproject.toml reads it from he
 _LAZY = {
     "load": ("workbench.build.loader", "load"),
     "load_inline": ("workbench.build.inline", "load_inline"),
+    "load_all": ("workbench.build.parallel", "load_all"),
     "cache_root": ("workbench.build.loader", "cache_root"),
     "Kernel": ("workbench.build.kernel", "Kernel"),
     "kernels_dir": ("workbench.build.sources", "kernels_dir"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -85,10 +86,10 @@ def list_cmd(folders: tuple[str, ...], device: str | None) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show the compiler commands.")
 def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, verbose: bool) -> None:
     """Build kernels or extensions by name or folder path (NAMES: a kwb kernel, a pybind or
-    TORCH_LIBRARY extension, a setup.py project), or --all shipped kernels."""
+    TORCH_LIBRARY extension, a setup.py project), or --all shipped kernels. Several build side
+    by side, sized to the machine's cores and memory (MAX_JOBS caps the compilers at once)."""
     from .build import sources
-    from .build.errors import KwbError
-    from .build.loader import load
+    from .build.parallel import load_all
 
     if all_ and names:
         raise click.UsageError("give kernel names or --all, not both")
@@ -96,16 +97,20 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         raise click.UsageError(f"name the kernels to build, or pass --all (kernels: {', '.join(sources.builtin_names())})")
     targets = sources.builtin_names() if all_ else list(names)
     failed = []
-    for name in targets:
-        try:
-            k = load(name, device=device, verbose=verbose, force=force)
-        except KwbError as e:
-            err.print(f"[red]✗[/] {escape(name)}: {escape(str(e))}", soft_wrap=True)
-            failed.append(name)
-            continue
-        seconds = k.build.manifest.build_seconds
-        how = f"built in {seconds:.1f} s" if k.build.compiled else "cached"
-        out.print(f"[green]✓[/] {name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
+
+    def report(loaded) -> None:
+        if not loaded.ok:
+            err.print(f"[red]✗[/] {escape(loaded.name)}: {escape(str(loaded.error))}", soft_wrap=True)
+            failed.append(loaded.name)
+            return
+        k = loaded.kernel
+        how = f"built in {k.build.manifest.build_seconds:.1f} s" if k.build.compiled else "cached"
+        out.print(f"[green]✓[/] {loaded.name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
+
+    start = time.monotonic()
+    load_all(targets, device=device, verbose=verbose, force=force, on_done=report)
+    if len(targets) > 1:
+        err.print(f"{len(targets) - len(failed)} of {len(targets)} loaded in {time.monotonic() - start:.1f} s")
     if failed:
         err.print(f"{len(failed)} of {len(targets)} failed: {', '.join(failed)}")
         sys.exit(1)

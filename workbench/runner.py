@@ -47,8 +47,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from rich.markup import escape
 
     from .build import device as devices
-    from .build.errors import KwbError
-    from .build.loader import load
+    from .build.parallel import load_all
     from .build.sources import builtin_names
     from .harness import benchmark as benching
     from .harness import correctness as checking
@@ -72,20 +71,24 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         console.print(f"[bold yellow]{notice}[/]")
     console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
 
+    def report(loaded) -> None:
+        if loaded.ok:
+            k = loaded.kernel
+            how = f"built in {k.build.manifest.build_seconds:.1f} s" if k.build.compiled else "cached"
+            console.print(f"  [green]✓[/] {k.name}: {how}; ops: {', '.join(k.ops)}")
+        else:
+            console.print(f"  [red]✗ {escape(loaded.name)}[/]: {escape(str(loaded.error))}")
+
+    console.print(f"building {len(names)} kernels ({device}), side by side")
     kernels = []
-    for i, name in enumerate(names, 1):
-        console.print(f"[{i}/{len(names)}] building {name} ({device})")
-        try:
-            k = load(name, device=device)
-        except KwbError as e:
-            result.builds.append(BuildRecord(name, device, ok=False, error=str(e)))
-            console.print(f"  [red]✗ {escape(name)}[/]: {escape(str(e))}")
+    for loaded in load_all(names, device=device, on_done=report):  # in the order named
+        if not loaded.ok:
+            result.builds.append(BuildRecord(loaded.name, device, ok=False, error=str(loaded.error)))
             continue
+        k = loaded.kernel
         m = k.build.manifest
         result.builds.append(BuildRecord(k.name, k.device, True, k.build.compiled, m.build_seconds,
                                          str(k.library_path), m.build_log))
-        how = f"built in {m.build_seconds:.1f} s" if k.build.compiled else "cached"
-        console.print(f"  [green]✓[/] {k.name}: {how}; ops: {', '.join(k.ops)}")
         kernels.append(k)
 
     with_spec = []

@@ -303,8 +303,10 @@ def _record_inputs(build_dir: Path, plan: NinjaPlan, deps: dict[str, list[str]])
     atomic_write_text(build_dir / INPUTS_RECORD, json.dumps(record, indent=1))
 
 
-def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False) -> Build:
-    """Build under the entry's lock (or find that another process just did)."""
+def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False,
+          jobs: int | None = None) -> Build:
+    """Build under the entry's lock (or find that another process or thread just did); jobs:
+    ninja's -j, None for ninja's default."""
     entry = layout.entry_dir(root, source.ident)
     what = f"{source.name} ({config.device})"
     with BuildLock(entry / layout.LOCK_NAME, what):
@@ -316,13 +318,13 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
             for obj in layout.build_dir(entry, config.device).glob("*.o"):
                 obj.unlink()
         for _ in range(MAX_BUILD_ATTEMPTS):
-            result = _build_locked(source, config, entry, verbose)
+            result = _build_locked(source, config, entry, verbose, jobs)
             if result is not None:
                 return result
         raise BuildError(source.name, config.device, tail=f"the sources kept changing during {MAX_BUILD_ATTEMPTS} builds; load again once they are saved")
 
 
-def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool) -> Build | None:
+def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool, jobs: int | None) -> Build | None:
     build_dir = layout.build_dir(entry, config.device)
     build_dir.mkdir(parents=True, exist_ok=True)
     pch_header = _pch_header(source, config, entry.parent)
@@ -334,7 +336,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     started = time.time()
     toolchain.announce_build_choices()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
-    ok, output = run(config.ninja, build_dir, plan, feedback)
+    ok, output = run(config.ninja, build_dir, plan, feedback, jobs)
     last = output  # the attempt whose diagnostics a failure reports
     from . import diagnostics  # only builds parse compiler output
 
@@ -347,7 +349,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(failed))} needs the whole torch/extension.h; "
                     "compiling it with torch's own (and remembering that)")
         plan = _plan(source, config, pch_header, full_units)
-        ok, last = run(config.ninja, build_dir, plan, feedback)
+        ok, last = run(config.ninja, build_dir, plan, feedback, jobs)
         output += last
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)

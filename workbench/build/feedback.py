@@ -2,17 +2,22 @@
 
 Cache hits print nothing. A build that passes about a second shows what compiles and the
 elapsed time (a live line on a terminal or in Jupyter, one plain line in a log), then a summary
-line; verbose=True also echoes every command.
+line; verbose=True also echoes every command. Builds running side by side (build/parallel.py)
+share one BuildBoard: a live row per build in progress under a line that counts them, since a
+terminal holds one live display at a time.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
+import threading
 import time
 
 SHOW_AFTER_SECONDS = 1.0
 
 _console = None
+_board: "BuildBoard | None" = None  # the display builds report to while several run at once
 
 
 def console():
@@ -44,6 +49,21 @@ class BuildFeedback:
         self.current = "starting"
         self._status = None
         self._announced = False
+        self._row = None  # this build's row on the board, when a board is up
+        self.pending: list[str] | None = None  # ninja's steps still to run ('CXX a.cpp'), when known
+
+    def expect(self, steps: list[str]) -> None:
+        """The steps ninja will run (its dry run's descriptions): ninja names a step when it
+        finishes, so what compiles now is what is expected and not yet named."""
+        self.pending = list(steps)
+        self.current = self._describe()
+
+    def _describe(self) -> str:
+        assert self.pending is not None
+        units = [s.split(" ", 1)[-1] for s in self.pending if not s.startswith("LINK")]
+        if units:
+            return "compiling " + ", ".join(units)
+        return "linking" if self.pending else "finishing"
 
     @property
     def elapsed(self) -> float:
@@ -54,14 +74,23 @@ class BuildFeedback:
         if self.verbose:
             console().print(text, markup=False, highlight=False)
         if text.startswith("[") and "] " in text:
-            self.current = text.split("] ", 1)[1]
-            label = self.current.split(" ", 1)[-1]
+            step = text.split("] ", 1)[1]
+            label = step.split(" ", 1)[-1]
             if label not in self.steps:
                 self.steps.append(label)
+            if self.pending is not None and step in self.pending:
+                self.pending.remove(step)
+                self.current = self._describe()
+            else:
+                self.current = step
         self.tick()
 
     def tick(self) -> None:
         if self.elapsed < SHOW_AFTER_SECONDS or self.verbose:
+            return
+        board = _board
+        if board is not None and board.live:
+            self._row = board.show(self._row, self.what, self.current, self.elapsed)
             return
         c = console()
         text = f"kwb: building {self.what}: {self.current} ({self.elapsed:.1f} s)"
@@ -76,6 +105,9 @@ class BuildFeedback:
             c.print(f"kwb: building {self.what} ...", markup=False, highlight=False)
 
     def done(self, ok: bool, summary: str = "") -> None:
+        if self._row is not None and _board is not None:
+            _board.drop(self._row)
+            self._row = None
         if self._status is not None:
             self._status.stop()
             self._status = None
@@ -83,3 +115,79 @@ class BuildFeedback:
             steps = ", ".join(self.steps) if self.steps else "nothing to compile"
             console().print(f"kwb: built {self.what} in {self.elapsed:.1f} s ({steps}){summary}", markup=False, highlight=False)
         sys.stderr.flush()
+
+
+class BuildBoard:
+    """`with BuildBoard("kernels", total=9) as board:` -- one live display while builds run side
+    by side: a first row counting finished loads, then a row per build compiling now. Each
+    build's summary line prints above it, as a lone build's does. Without a terminal (a log, CI)
+    nothing is live and each build prints its plain lines."""
+
+    def __init__(self, what: str, total: int):
+        self.what = what
+        self.total = total
+        self.finished = 0
+        self.live = False
+        self._progress = None
+        self._overall = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "BuildBoard":
+        global _board
+        c = console()
+        if c.is_terminal or (c.is_jupyter and _live_in_jupyter()):
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                      console=c, transient=True)
+            self._progress.start()
+            self._overall = self._progress.add_task(self._count_text())
+            self.live = True
+        _board = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _board
+        _board = None
+        if self._progress is not None:
+            self._progress.stop()
+        self.live = False
+
+    def _count_text(self) -> str:
+        return f"kwb: loading {self.total} {self.what}: {self.finished} done"
+
+    def show(self, row, what: str, current: str, elapsed: float):
+        """Add or update the row of the build `what`; returns its row."""
+        with self._lock:
+            if self._progress is None:
+                return None
+            text = f"  {what}: {current}"
+            if row is None:
+                return self._progress.add_task(text)
+            self._progress.update(row, description=text)
+            return row
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Take the live rows off the screen while the caller prints (a line printed by another
+        Console would land on them), then put them back."""
+        with self._lock:
+            if self._progress is None:
+                yield
+                return
+            self._progress.stop()
+            try:
+                yield
+            finally:
+                self._progress.start()
+
+    def drop(self, row) -> None:
+        with self._lock:
+            if self._progress is not None and row is not None:
+                self._progress.remove_task(row)
+
+    def one_done(self) -> None:
+        with self._lock:
+            self.finished += 1
+            if self._progress is not None:
+                self._progress.update(self._overall, description=self._count_text())

@@ -11,6 +11,9 @@ from .errors import LoadError
 from .kernel import Kernel, load_library
 from .sources import KWB, KernelSource, from_files, resolve
 
+# Held while a load reads the toolchain and the cache and while it imports a library, not while
+# it compiles: threads loading different kernels compile side by side (build/parallel.py), and
+# two threads building one kernel meet at its entry's flock, like two processes.
 _process_lock = threading.RLock()
 
 
@@ -23,7 +26,8 @@ def cache_root() -> Path:
 
 def load_source(source: KernelSource, device=None, verbose: bool = False, force: bool = False,
                 extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False,
-                root: Path | None = None) -> Kernel:
+                root: Path | None = None, jobs: int | None = None) -> Kernel:
+    """jobs: compiler processes this build may run at once (ninja -j); None: ninja's default."""
     requested, device = device, devices.choose(device, what=source.name)
     if requested is None and not source.cuda_sources and not cuda_includes_torch and source.binding != KWB:
         device = devices.CPU  # nothing for nvcc: a C++-only extension is a CPU build wherever it runs
@@ -31,20 +35,23 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
     with _process_lock:
         config = builder.make_config(source, device, root, extra_cflags, extra_cuda_cflags, extra_ldflags, cuda_includes_torch)
         build = None if force else builder.find_cached(source, config, root)
-        if build is None:
-            build = builder.build(source, config, root, verbose=verbose, force=force)
-        elif verbose:
+        if build is not None and verbose:
             notices.say(f"kwb: {source.name} ({device}) is cached: {build.library}")
-        try:
-            kernel = load_library(source, build)
-        except LoadError:
-            if build.library.exists():
-                raise
-            # `kwb cache clean` removed the build between finding and loading it: build again
-            build = builder.build(source, config, root, verbose=verbose)
-            kernel = load_library(source, build)
-        layout.mark_loaded(build.manifest_path)
-        return kernel
+    for attempt in range(2):
+        if build is None:
+            build = builder.build(source, config, root, verbose=verbose, force=force and attempt == 0, jobs=jobs)
+        with _process_lock:
+            try:
+                kernel = load_library(source, build)
+            except LoadError:
+                if build.library.exists() or attempt:
+                    raise
+                # `kwb cache clean` removed the build between finding and loading it: build again
+                build = None
+                continue
+            layout.mark_loaded(build.manifest_path)
+            return kernel
+    raise AssertionError("unreachable")
 
 
 def flag_list(value, what: str) -> list[str]:
@@ -88,7 +95,7 @@ def refuse_unsupported(what: str, **given) -> None:
 def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None,
          extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose: bool = False, with_cuda=None,
          with_sycl=None, is_python_module: bool = True, is_standalone: bool = False, keep_intermediates: bool = True, *,
-         device=None, force: bool = False, use_pch: bool | None = None) -> Kernel:
+         device=None, force: bool = False, use_pch: bool | None = None, jobs: int | None = None) -> Kernel:
     """Load a kernel or extension, building it first if its sources, headers, flags or toolchain
     changed. Takes what torch.utils.cpp_extension.load takes, in its order.
 
@@ -109,6 +116,8 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
     force: rebuild even if a cached build matches.
     use_pch: for C++ units that start with torch/extension.h, the header precompiled once into
         kwb's cache; None (default) and True use it, False compiles the header in each unit.
+    jobs: compiler processes at once for this build; None: MAX_JOBS where set (as torch), else
+        ninja's default. wb.load_all(names) builds several kernels side by side.
 
     Returns a Kernel: a kwb kernel's ops, a pybind module's functions (k.module is the module),
     or a TORCH_LIBRARY extension's ops. Calling it again after editing a source or a header
@@ -116,6 +125,8 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
     object at once.
     """
     refuse_unsupported("load", extra_sycl_cflags=extra_sycl_cflags, with_sycl=with_sycl, is_standalone=is_standalone)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a whole number of at least 1 (compiler processes at once), got {jobs!r}")
     device = torch_device(with_cuda, device, "load")
     includes = flag_list(extra_include_paths, "extra_include_paths")
     if sources is not None:
@@ -128,4 +139,5 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
     source.use_pch = use_pch
     root = Path(build_directory).expanduser() if build_directory is not None else None
     return load_source(source, device, verbose, force, flag_list(extra_cflags, "extra_cflags"),
-                       flag_list(extra_cuda_cflags, "extra_cuda_cflags"), flag_list(extra_ldflags, "extra_ldflags"), root=root)
+                       flag_list(extra_cuda_cflags, "extra_cuda_cflags"), flag_list(extra_ldflags, "extra_ldflags"), root=root,
+                       jobs=jobs)

@@ -130,9 +130,14 @@ def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, j
     cmd = [ninja, "-k", "0"]  # keep going: report the errors of every translation unit at once
     if feedback.verbose:
         cmd.append("-v")
+    if jobs is None and os.environ.get("MAX_JOBS", "").strip().isdigit():
+        jobs = int(os.environ["MAX_JOBS"])  # torch.utils.cpp_extension's knob, honoured alike
     if jobs:
         cmd += ["-j", str(jobs)]
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
+    dry = subprocess.run([ninja, "-n"], cwd=build_dir, capture_output=True, text=True, env=env)  # ~10 ms
+    if dry.returncode == 0:
+        feedback.expect([line.split("] ", 1)[1] for line in dry.stdout.splitlines() if line.startswith("[") and "] " in line])
     proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
     try:
         return _pump(proc, feedback)
