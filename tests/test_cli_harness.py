@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 from workbench import results
 
@@ -38,15 +41,29 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
         assert {r["provider"] for r in bench if r["op"] == op} == {"kwb", "eager", "torch.compile"}
     assert all(r["status"] == "ok" and r["median_us"] > 0 for r in bench)
     assert len({r["run_id"] for r in bench}) == 1
+    import workbench as wb
+    for name in wb.list_kernels():  # without --full: one size and one dtype a kernel, its spec's quick_for
+        size, dtype = wb.load(name, device="cpu").spec.SPEC.quick_for("cpu")
+        timed = {(r["dtype"], str(r["shape"])) for r in bench if r["kernel"] == name}
+        assert timed == {("float32", "x".join(map(str, size)))} and dtype == torch.float32, (name, timed)
+    assert "building 9 kernels (cpu), side by side" in res.stderr
+    assert re.search(r"kwb run took \d+ s: builds \d+ s, checks \d+ s, timing \d+ s \(.*torch.compile compiling \d+ s", res.stderr)
     checks = results.read(folder / "check.csv")
     assert checks and all(r["passed"] for r in checks)
     assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}
     pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
-    assert pngs == ["check_errors.png", "latency_bias_gelu.png", "latency_layernorm.png", "latency_linear_gelu.png",
-                    "latency_lltm.png", "latency_polynomial_activation.png", "latency_relu_scale.png", "latency_rmsnorm.png",
-                    "latency_softmax.png", "latency_vector_add.png", "pct_of_ceiling.png", "speedup.png"]
+    assert pngs == ["check_errors.png", "pct_of_ceiling.png", "speedup.png"]  # one size a kernel: no latency-vs-size
     assert all(f"plots/{name}" in index for name in pngs)
     assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
+
+
+def test_kwb_run_full_times_every_dtype_at_every_bench_size(tmp_path):
+    res = kwb("run", "relu_scale", "--full", "--device", "cpu", "--baselines", "eager", "--no-backward", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = results.read(next(tmp_path.glob("*/bench.csv")))
+    assert {(r["op"], r["dtype"], r["numel"]) for r in rows} == {
+        (op, dtype, n) for op in ("relu_scale", "relu_scale_backward") for dtype in ("float32", "float64")
+        for n in (1 << 16, 1 << 20, 1 << 22)}
 
 
 def test_kwb_run_exits_1_when_a_check_fails_and_still_writes_the_report(tmp_path):

@@ -76,3 +76,9 @@ def test_the_error_histogram_draws_from_a_check_report_too():
     report = wb.check(lambda x: x * 2, lambda x: x * 2, inputs=[(torch.randn(100),), (torch.randn(50, dtype=torch.float64),)], seed=1)
     fig = plots.check_errors(report)
     assert [ax.get_title() for ax in fig.axes] == ["float32", "float64"]
+
+
+def test_a_kernel_timed_at_one_size_gets_no_latency_figure(tmp_path):
+    rows = [r for r in _write_results(tmp_path / "data") if r["numel"] == max(x["numel"] for x in _write_results(tmp_path / "x"))]
+    written = plots.plot_all(rows, [], tmp_path / "plots")
+    assert sorted({p.stem for p in written}) == ["pct_of_ceiling", "speedup"]

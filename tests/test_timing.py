@@ -14,15 +14,18 @@ class ScriptedTimer:
     """Returns the scripted seconds in order, then `then` forever; records each request."""
 
     method = "scripted"
+    flush_warmup = False
 
     def __init__(self, script, then):
         self.script = list(script)
         self.then = then
         self.requests: list[int] = []
+        self.flushes: list[bool] = []
         self.calls = 0
 
-    def samples(self, fn, n):
+    def samples(self, fn, n, flush=True):
         self.requests.append(n)
+        self.flushes.append(flush)
         out = []
         for _ in range(n):
             fn()
@@ -49,6 +52,7 @@ def test_warm_up_is_discarded_and_the_budget_sets_the_sample_count():
     # the first call alone, 3 probe calls (2 ms each), 25 ms of warm-up at that rate, then
     # the 0.1 s budget at that rate
     assert timer.requests == [1, timing.PROBE_CALLS, 12, 50]
+    assert timer.flushes == [False, False, False, True]  # a CPU timer flushes its cache for the kept samples only
     assert stats.n == 50
     assert 1e-3 <= stats.p20 <= stats.median <= stats.p80 < 1.1e-3  # none of the 1 s or 2 ms samples
 

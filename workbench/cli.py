@@ -287,9 +287,13 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("kwb-report"), show_default=True,
               help="Results root: the report goes to OUT/<device>/ (index.md, CSVs, plots, build.log).")
 @click.option("--seed", type=int, default=None, help="Seed of the random inputs.")
-def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path, seed) -> None:
+@click.option("--full", is_flag=True, help="Time every dtype at each of the spec's bench sizes (add --sweep for its "
+                                           "longer list); default: one size and dtype per kernel.")
+def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path, seed, full) -> None:
     """The main job: build every kernel (or NAMES), check each, time each against eager
-    PyTorch and torch.compile, and write a report folder with tables, plots and CSVs.
+    PyTorch and torch.compile, and write a report folder with tables, plots and CSVs. Timing
+    covers one representative size and dtype per kernel (bfloat16 on a GPU, float32 on the
+    CPU); --full times every dtype at every default size.
 
     With no GPU, all of it runs on the CPU (and the report says so). Exit code 1 if a build or
     a check fails."""
@@ -300,7 +304,7 @@ def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path,
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
         result = run_all(names, device=_run_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
-                         baselines=chosen, backward=backward, seed=seed, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
+                         baselines=chosen, backward=backward, seed=seed, full=full, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except KwbError as e:

@@ -6,6 +6,7 @@ when a build or a check failed (or the kernel's own output was wrong at a timed 
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ class RunResult:
     builds: list = field(default_factory=list)
     checks: list = field(default_factory=list)
     bench_rows: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)  # phase -> wall seconds: builds, checks, timing (and its parts), report
 
     @property
     def failures(self) -> list[str]:
@@ -42,7 +44,11 @@ def _progress(console):
 
 
 def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,
-        seed: int | None = None, console=None, command: str | None = None, backward: bool = True) -> RunResult:
+        seed: int | None = None, console=None, command: str | None = None, backward: bool = True,
+        full: bool = False) -> RunResult:
+    """Build, check (every case) and time the kernels. Timing covers one size and dtype per
+    kernel (its spec's quick_for(device)) unless `full` (every dtype at every bench size) or
+    sizes/dtypes/sweep say otherwise."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -80,6 +86,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
             console.print(f"  [red]✗ {escape(loaded.name)}[/]: {escape(str(loaded.error))}")
 
     console.print(f"building {len(names)} kernels ({device}), side by side")
+    clock = time.monotonic()
     kernels = []
     for loaded in load_all(names, device=device, on_done=report):  # in the order named
         if not loaded.ok:
@@ -98,6 +105,8 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         else:
             with_spec.append(k)
 
+    result.seconds["builds"] = time.monotonic() - clock
+    clock = time.monotonic()
     seed = checking.new_seed() if seed is None else seed
     with _progress(console) as progress:
         total = sum(checking.count_cases(k, device, dtypes=dtypes) for k in with_spec)
@@ -108,18 +117,29 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
                                                 progress=lambda: progress.advance(task)))
     for c in result.checks:
         print_check(console, c)
+    result.seconds["checks"] = time.monotonic() - clock
+    clock = time.monotonic()
+
+    def timed(k) -> dict:
+        """What to time of kernel k: the quick size and dtype where nothing else was asked for."""
+        size, dtype = k.spec.SPEC.quick_for(device)
+        return {"dtypes": dtypes if full or dtypes is not None else [dtype],
+                "sizes": sizes if full or sweep or sizes is not None else [size], "sweep": sweep}
 
     session = benching.new_session(device, env)
     with _progress(console) as progress:
-        total = sum(benching.count_measurements(k, device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines,
-                                                     backward=backward) for k in with_spec)
+        total = sum(benching.count_measurements(k, device, baselines=baselines, backward=backward, **timed(k))
+                    for k in with_spec)
         task = progress.add_task("timing", total=total)
         for k in with_spec:
             progress.update(task, description=f"timing {k.name}")
-            rep = benching.bench(k, device=device, dtypes=dtypes, sizes=sizes, sweep=sweep, baselines=baselines, seed=seed,
-                                 session=session, backward=backward, progress=lambda: progress.advance(task))
+            rep = benching.bench(k, device=device, baselines=baselines, seed=seed, session=session, backward=backward,
+                                 progress=lambda: progress.advance(task), **timed(k))
             result.bench_rows += rep.rows
 
+    result.seconds["timing"] = time.monotonic() - clock
+    result.seconds.update({f"timing: {k}": v for k, v in session.seconds.items()})
+    clock = time.monotonic()
     env_cols = env.columns()
     if result.checks:
         results.append(folder / "check.csv", [{**r, **env_cols} for c in result.checks for r in c.rows()])
@@ -131,7 +151,19 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
     result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
                                             plot_paths, session.ceiling / 1e9)
+    result.seconds["report"] = time.monotonic() - clock
     if result.bench_rows:
         console.print(headline_table(result.bench_rows, title=f"Speed at each op's largest size ({env.title()}; "
                                                               f"copy ceiling {session.ceiling / 1e9:.0f} GB/s)"))
+    console.print(where_the_time_went(result.seconds), soft_wrap=True)
     return result
+
+
+def where_the_time_went(seconds: dict) -> str:
+    """'kwb run took 74 s: builds 21 s, checks 9 s, timing 40 s (torch.compile compiling 25 s, ...), report 4 s'."""
+    parts = {"compile": "torch.compile compiling", "reference": "float64 references", "validate": "validating outputs",
+             "samples": "timed samples", "graphs": "CUDA graphs"}
+    inner = ", ".join(f"{parts[k.split(': ', 1)[1]]} {v:.0f} s" for k, v in seconds.items() if k.startswith("timing: "))
+    outer = [f"{k} {v:.0f} s" + (f" ({inner})" if k == "timing" and inner else "")
+             for k, v in seconds.items() if not k.startswith("timing: ")]
+    return f"kwb run took {sum(v for k, v in seconds.items() if not k.startswith('timing: ')):.0f} s: {', '.join(outer)}"

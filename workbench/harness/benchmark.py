@@ -17,9 +17,11 @@ provider is also timed as CUDA-graph replays (method "cuda_graph"), which remove
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import math
+import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,11 +95,16 @@ class Session:
         self.timer = timing.timer_for(device)
         self.env = env or results.environment(device)
         self.ceiling = ceiling or timing.copy_ceiling(device, self.timer)
-        # The CPU is timed with fewer samples: a 2-core machine must finish `kwb run` in minutes.
+        # The CPU is timed with fewer samples: each one costs a 21 ms cache flush on the 2-core
+        # machine, and half of `kwb run`'s rows there widened to the old cap of 50 (spread > 10%):
+        # 37 s of a 90 s run with its builds cached; 10 samples of 0.05 s hold it to ~15 s.
         self.limits = dict(min_samples=timing.MIN_SAMPLES, max_samples=timing.MAX_SAMPLES, budget_s=timing.BUDGET_S) \
-            if device == devices.CUDA else dict(min_samples=5, max_samples=50, budget_s=0.1)
+            if device == devices.CUDA else dict(min_samples=5, max_samples=10, budget_s=0.05)
         self.l2 = (getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)) \
             if device == devices.CUDA else 0
+        # Where the timing phase's seconds go ('reference', 'compile', 'validate', 'samples',
+        # 'graphs'): torch.compile's first call compiles, so its validation is its compile time.
+        self.seconds: collections.Counter = collections.Counter()
 
 
 def new_session(device: str, env: results.Environment | None = None) -> Session:
@@ -193,6 +200,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
     """Validate each provider on the case's arguments, then time it; a row each (and CUDA-graph
     rows where the case is small enough)."""
     s = plan.session
+    started = time.perf_counter()
     try:
         with torch.no_grad():
             refs = as_list(case.reference(*[upcast(a) for a in case.args]))
@@ -202,25 +210,33 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
                 wants = [None] * len(refs)
     except Exception as e:
         return _error_rows(case, providers, plan, f"the reference raised {error_text(e)}")
+    s.seconds["reference"] += time.perf_counter() - started
     rows, timed = [], {}
     for provider, fn in providers.items():
+        started = time.perf_counter()
+        phase = "compile" if provider == COMPILE else "validate"
         try:
             with torch.no_grad():
                 wrong = _validation_error(provider, fn, case, refs, wants)  # also torch.compile's compile
                 if wrong is not None:
                     rows.append(_row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}"))
                     continue
+                s.seconds[phase] += time.perf_counter() - started
+                started, phase = time.perf_counter(), "samples"
                 stats = timing.measure(functools.partial(fn, *case.args), s.timer, **s.limits)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
             rows.append(_row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300]))
             continue
         finally:
+            s.seconds[phase] += time.perf_counter() - started
             plan.advance()
         rows.append(_row(case, provider, s.timer.method, stats, plan))
         timed[provider] = (fn, stats.median)
     fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
     if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
+        started = time.perf_counter()
         rows += _graph_rows(case, timed, plan)
+        s.seconds["graphs"] += time.perf_counter() - started
     _add_speedups(rows, vendor)
     return rows
 

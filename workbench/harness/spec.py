@@ -150,7 +150,10 @@ class KernelSpec:
     """dtypes: what each device's implementation supports.
     shapes: the shapes every check runs (the awkward ones always among them).
     bench_sizes: the default sizes to time, per device ({"cpu": [...], "cuda": [...]}, or one
-        list for both); sweep_sizes: a longer list for `kwb bench --sweep`."""
+        list for both); sweep_sizes: a longer list for `kwb bench --sweep`.
+    quick: `kwb run`'s one timed size and dtype per device ({"cuda": ((4096, 4096), torch.bfloat16)});
+        a device not named gets, where the kernel supports it, its largest bench size in bfloat16
+        on CUDA and its middle bench size in float32 on the CPU."""
 
     ops: list[OpSpec]
     dtypes: dict[str, tuple] = field(default_factory=lambda: {
@@ -169,9 +172,25 @@ class KernelSpec:
         "cpu": [(1 << k,) for k in range(10, 23, 2)],
     })
 
+    quick: dict = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.bench_sizes = _per_device(self.bench_sizes)
         self.sweep_sizes = _per_device(self.sweep_sizes)
+
+    def quick_for(self, device: str) -> tuple[tuple, torch.dtype]:
+        """(size, dtype) `kwb run` times without --full: one row per op and mode. On CUDA the
+        largest bench size (the headline table's); on the CPU the middle one, since the largest
+        there made `kwb run` take 67 s with its builds cached on the 2-core machine, most of it
+        validating and flushing caches around 4M-element tensors."""
+        if device in self.quick:
+            size, dtype = self.quick[device]
+            return tuple(size), dtype
+        sizes = sorted(self.sizes_for(device), key=numel)
+        size = (sizes[-1] if device == "cuda" else sizes[(len(sizes) - 1) // 2]) if sizes else ()
+        supported = list(self.dtypes.get(device, ()))
+        preferred = torch.bfloat16 if device == "cuda" else torch.float32
+        return size, preferred if preferred in supported or not supported else supported[0]
 
     def op(self, name: str) -> OpSpec:
         for o in self.ops:

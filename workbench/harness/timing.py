@@ -70,9 +70,10 @@ def summarize(samples: Sequence[float], method: str) -> Stats:
 
 class Timer(Protocol):
     method: str
+    flush_warmup: bool  # flush before the discarded calls too (where a flush is cheap)
 
-    def samples(self, fn: Callable[[], object], n: int) -> list[float]:
-        """n timed calls of fn, seconds each, with the cache flushed before each."""
+    def samples(self, fn: Callable[[], object], n: int, flush: bool = True) -> list[float]:
+        """n timed calls of fn, seconds each, with the cache flushed before each (if flush)."""
 
 
 class CudaEventTimer:
@@ -87,6 +88,7 @@ class CudaEventTimer:
     of a new function can be short of cover; measure() discards it."""
 
     method = "cuda_events"
+    flush_warmup = True  # an L2 flush is a few us: the probe sees what the samples see
     BATCH = 32  # samples queued behind one hold; ~5 launches each stays far under the queue depth
 
     def __init__(self, device=None, flush: bool = True):
@@ -112,7 +114,7 @@ class CudaEventTimer:
         end.synchronize()
         return 2_000_000 / (start.elapsed_time(end) * 1e-3)
 
-    def samples(self, fn, n):
+    def samples(self, fn, n, flush: bool = True):
         out: list[float] = []
         while len(out) < n:
             batch = min(self.BATCH, n - len(out))
@@ -122,7 +124,7 @@ class CudaEventTimer:
                 torch.cuda._sleep(int(min(2 * self.host_s * batch, 1.0) * self.spin_hz))
             t0 = time.perf_counter()
             for i in range(batch):
-                if self.flush_buffer is not None:
+                if flush and self.flush_buffer is not None:
                     self.flush_buffer.zero_()
                 starts[i].record()
                 fn()
@@ -147,6 +149,9 @@ def _last_level_cache_bytes() -> int:
 
 class CpuTimer:
     method = "perf_counter"
+    # 2x the last-level cache, zeroed: 21 ms on the 2-core machine (256 MiB), a quarter of
+    # `kwb run`'s timing phase there when the discarded calls flushed too.
+    flush_warmup = False
 
     def __init__(self, flush: bool = True):
         self.flush_buffer = None
@@ -154,10 +159,10 @@ class CpuTimer:
             size = min(max(2 * _last_level_cache_bytes(), 8 << 20), 256 << 20)
             self.flush_buffer = torch.empty(size // 4, dtype=torch.int32)
 
-    def samples(self, fn, n):
+    def samples(self, fn, n, flush: bool = True):
         out = []
         for _ in range(n):
-            if self.flush_buffer is not None:
+            if flush and self.flush_buffer is not None:
                 self.flush_buffer.zero_()
             t0 = time.perf_counter()
             fn()
@@ -172,11 +177,12 @@ def timer_for(device: str) -> Timer:
 def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, min_samples: int = MIN_SAMPLES,
             max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0) -> Stats:
     """Time fn with timer; per_call divides every sample (a graph replay of k calls: k)."""
-    timer.samples(fn, 1)  # the first call: compilation, allocator growth; discarded
-    estimate = sorted(timer.samples(fn, PROBE_CALLS))[PROBE_CALLS // 2]
+    flush = timer.flush_warmup
+    timer.samples(fn, 1, flush)  # the first call: compilation, allocator growth; discarded
+    estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
     warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
     if warm:
-        timer.samples(fn, warm)
+        timer.samples(fn, warm, flush)
     n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
     samples = timer.samples(fn, n)
     stats = summarize(samples, timer.method)

@@ -253,12 +253,14 @@ def save(fig: Figure, stem) -> list[Path]:
 
 
 def plot_all(bench_rows: list[dict], error_rows: list[dict], out) -> list[Path]:
-    """Every figure these rows support, saved under `out`: latency_<kernel>, pct_of_ceiling,
-    speedup, check_errors (PNG and SVG each)."""
+    """Every figure these rows support, saved under `out`: latency_<kernel> (for a kernel timed
+    at two sizes or more), pct_of_ceiling, speedup, check_errors (PNG and SVG each)."""
     out = Path(out)
     written: list[Path] = []
     for kernel in OrderedDict.fromkeys(r["kernel"] for r in bench_rows):
-        if _timed([r for r in bench_rows if r["kernel"] == kernel]):
+        # latency against size needs two sizes: `kwb run` without --full times one (and its 9
+        # one-point figures were 2/3 of the report's 10 s on the 2-core machine)
+        if len({r["numel"] for r in _timed(bench_rows) if r["kernel"] == kernel}) >= 2:
             written += save(latency(bench_rows, kernel), out / f"latency_{kernel}")
     if any(r.get("pct_of_ceiling") is not None for r in bench_rows):
         written += save(pct_of_ceiling(bench_rows), out / "pct_of_ceiling")
