@@ -301,10 +301,11 @@ def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_
     k = wb.load(folder, device="cuda")
     assert "needs the whole torch/extension.h" in capfd.readouterr().err
     build_dir = k.build.manifest_path.parent / "build-cuda"
-    assert "kwb_light_torch" not in (build_dir / "build.ninja").read_text()  # remembered: torch's own header now
+    gain_step = (build_dir / "build.ninja").read_text().split("gain.cu", 1)[1].split("build ", 1)[0]
+    assert "kwb_light_torch" not in gain_step  # remembered: torch's own header now
     lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: the lighter header is enough
     ninja = (lltm.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
-    assert "kwb_light_torch" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
+    assert "kwb_light_torch\n" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
 
 
 # ---- every kind under kwb's promises: concurrent loaders, kill -9, compile errors ----------------
@@ -398,3 +399,24 @@ def test_a_load_inline_cell_reloads_after_an_edit_of_a_header_it_includes(tmp_pa
     (tmp_path / "gain.h").write_text("#pragma once\n#define GAIN 7.0\n")
     m2 = wb.load_inline(name, cell, functions=["gained"], extra_include_paths=[str(tmp_path)])
     assert m2.gained(torch.ones(1)).item() == 7.0 and m2.build.compiled
+
+
+def test_a_binding_unit_compiles_against_the_lighter_precompiled_header_and_falls_back(tmp_path, capfd):
+    lltm = wb.load(EXAMPLES / "lltm_cpp")  # the tutorial's C++: ATen ops and pybind, no torch::nn
+    ninja = (lltm.build.manifest_path.parent / "build-cpu" / "build.ninja").read_text()
+    step = ninja.split("lltm.cpp", 1)[1].split("build ", 1)[0]
+    assert "kwb_light_torch_py" in step and "-include" in step and "-Winvalid-pch" in step
+    pch_header = Path(step.split("-include ", 1)[1].split()[0])
+    assert (pch_header.parent / (pch_header.name + ".gch")).exists()
+    assert "kwb_light_torch_py" in (pch_header.parent / "pch.json").read_text()  # the lighter header, precompiled
+    folder = tmp_path / "needs_nn_cpp"
+    folder.mkdir()
+    (folder / "gain.cpp").write_text(  # torch::nn is the C++ frontend's: not in the lighter header
+        "#include <torch/extension.h>\n"
+        "double gain() { return torch::nn::init::calculate_gain(torch::kReLU); }\n"
+        "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"gain\", &gain); }\n")
+    k = wb.load(folder)
+    assert k.gain() == pytest.approx(2 ** 0.5)
+    assert "gain.cpp needs the whole torch/extension.h" in capfd.readouterr().err
+    step = (k.build.manifest_path.parent / "build-cpu" / "build.ninja").read_text().split("gain.cpp", 1)[1].split("build ", 1)[0]
+    assert "kwb_light_torch" not in step and "-include" in step  # torch's own header, precompiled too

@@ -232,35 +232,49 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     return out
 
 
-def _step_flags(source: KernelSource, path: Path, pch_header: Path | None, full_units: set[str]) -> tuple[str, ...]:
-    """A unit's own flags: torch/extension.h precompiled (workbench/build/pch.py) for a C++
-    unit that starts with it, and a lighter one for a CUDA unit (light_headers.py); kwb's shim
-    first in a TORCH_LIBRARY extension's units that register ops, which defers their
-    registration to load time (kernels/common/kwb_torch_library.h)."""
+def _step_flags(source: KernelSource, path: Path, pch_for, full_units: set[str]) -> tuple[str, ...]:
+    """A unit's own flags: a lighter torch/extension.h (light_headers.py) where it has not
+    needed the whole one, precompiled (pch.py; pch_for(light) gives the header or None) for a
+    C++ unit that starts with it; kwb's shim first in a TORCH_LIBRARY extension's units that
+    register ops, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
     flags: list[str] = []
-    if pch_header is not None and path.suffix != ".cu" and pch.wants_pch(path):
-        flags += ["-include", str(pch_header), "-Winvalid-pch"]
-    if source.torch_style and light_headers.wants_light(path, full_units):
-        flags += [f"-I{light_headers.folder()}"]
+    light = source.torch_style and light_headers.wants_light(path, full_units)
+    if path.suffix != ".cu" and pch.wants_pch(path):
+        header = pch_for(light)
+        if header is not None:
+            flags += ["-include", str(header), "-Winvalid-pch"]
+    if light:
+        flags += [light_headers.flag(path)]
     if path in source.torch_library_units:
         flags += ["-include", str(common_dir() / "kwb_torch_library.h")]
     return tuple(flags)
 
 
-def _pch_header(source: KernelSource, config: BuildConfig, root: Path) -> Path | None:
-    """The precompiled torch/extension.h for this build's C++ units, compiled first if needed;
-    None where none applies (kwb's own kernels, no unit starting with it, use_pch=False)."""
-    if not source.torch_style or source.use_pch is False or not any(pch.wants_pch(p) for p in source.cpp_sources):
-        return None
-    return pch.ensure(root, config.cxx, pch.pch_flags(config.cflags, source.module_name))
+def _pch_headers(source: KernelSource, config: BuildConfig, root: Path):
+    """pch_for(light): the precompiled torch/extension.h (lighter or torch's own) for this
+    build's C++ units, compiled on first use; None where none applies (kwb's own kernels,
+    use_pch=False, not GCC)."""
+    made: dict[bool, Path | None] = {}
+
+    def pch_for(light: bool) -> Path | None:
+        if not source.torch_style or source.use_pch is False:
+            return None
+        if light not in made:
+            flags = pch.pch_flags(config.cflags, source.module_name) + ([f"-I{light_headers.folder(cuda=False)}"] if light else [])
+            made[light] = pch.ensure(root, config.cxx, flags, "kwb's lighter torch/extension.h" if light else "torch/extension.h")
+        return made[light]
+    return pch_for
 
 
-def _plan(source: KernelSource, config: BuildConfig, pch_header: Path | None = None,
-          full_units: set[str] = frozenset()) -> NinjaPlan:
+def _no_pch(light: bool) -> None:
+    return None
+
+
+def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, full_units: set[str] = frozenset()) -> NinjaPlan:
     names = _object_names(source.sources(config.device == "cuda"))
-    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_header, full_units)) for p in source.cpp_sources]
+    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_for, full_units)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_header, full_units)) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, full_units)) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
 
 
@@ -327,9 +341,9 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
 def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool, jobs: int | None) -> Build | None:
     build_dir = layout.build_dir(entry, config.device)
     build_dir.mkdir(parents=True, exist_ok=True)
-    pch_header = _pch_header(source, config, entry.parent)
+    pch_for = _pch_headers(source, config, entry.parent)
     full_units = light_headers.full_units(build_dir)
-    plan = _plan(source, config, pch_header, full_units)
+    plan = _plan(source, config, pch_for, full_units)
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
@@ -340,15 +354,15 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     last = output  # the attempt whose diagnostics a failure reports
     from . import diagnostics  # only builds parse compiler output
 
-    light = {str(s.source) for s in plan.steps if any(f.startswith(f"-I{light_headers.folder()}") for f in s.flags)}
+    light = {str(s.source) for s in plan.steps if any(light_headers.is_light_flag(f) for f in s.flags)}
     failed = {str(s.source) for s in plan.steps if s.obj in light_headers.failed_objects(output)} & light
     if not ok and failed and light_headers.needed_more(diagnostics.parse(output, cwd=str(build_dir))):
-        # a CUDA unit needed more of torch than the lighter header holds: torch's own, from now on
+        # a unit needed more of torch than the lighter header holds: torch's own, from now on
         full_units |= failed
         light_headers.remember_full(build_dir, full_units)
         notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(failed))} needs the whole torch/extension.h; "
                     "compiling it with torch's own (and remembering that)")
-        plan = _plan(source, config, pch_header, full_units)
+        plan = _plan(source, config, pch_for, full_units)
         ok, last = run(config.ninja, build_dir, plan, feedback, jobs)
         output += last
     log_path = build_dir / layout.BUILD_LOG

@@ -1,13 +1,16 @@
-"""A lighter torch/extension.h for the CUDA units of torch-style extensions.
+"""A lighter torch/extension.h for the units of torch-style extensions.
 
 A tutorial .cu includes torch/extension.h, and nvcc parses all of it three times over (cudafe++,
 cicc, the host compile): 72 s for the tutorial LLTM's .cu on the 2-core machine, 34 s with
 torch/types.h in its place (benchmarks/reference/workbench_choices.md). Kernels and their launch
 code use ATen and the torch:: tensor API, not the C++ frontend (torch::nn, optim, data) or the
 Python bindings, so kwb puts kernels/common/kwb_light_torch/ first on such a unit's include path,
-whose torch/extension.h includes torch/types.h alone. A unit that turns out to need more fails
+whose torch/extension.h includes torch/types.h alone. A C++ unit gets kwb_light_torch_py/, which
+adds torch/python.h for its PYBIND11_MODULE: the frontend's templates are emitted in every unit
+that includes it, precompiled header or not (11.0 s of an empty unit's compile against 6.5 s for
+the tutorial's lltm.cpp without it, 2-core machine). A unit that turns out to need more fails
 with errors about torch's names; kwb then compiles it with torch's own header and remembers
-that for the build folder. KWB_TORCH_HEADERS=full turns the lighter header off.
+that for the build folder. KWB_TORCH_HEADERS=full turns the lighter headers off.
 """
 from __future__ import annotations
 
@@ -35,13 +38,23 @@ def enabled() -> bool:
     return os.environ.get("KWB_TORCH_HEADERS", "").strip().lower() != "full"
 
 
-def folder() -> Path:
-    return common_dir() / "kwb_light_torch"
+def folder(cuda: bool = True) -> Path:
+    """The lighter header's folder: torch/types.h alone for CUDA units, with torch/python.h for C++ ones."""
+    return common_dir() / ("kwb_light_torch" if cuda else "kwb_light_torch_py")
+
+
+def flag(path: Path) -> str:
+    """The include flag that puts the lighter header first for the unit at `path`."""
+    return f"-I{folder(cuda=path.suffix == '.cu')}"
+
+
+def is_light_flag(text: str) -> bool:
+    return text in (f"-I{folder(True)}", f"-I{folder(False)}")
 
 
 def wants_light(path: Path, full_units: set[str]) -> bool:
-    """A CUDA unit that includes torch/extension.h and has not needed the whole of it before."""
-    if path.suffix != ".cu" or str(path) in full_units or not enabled():
+    """A unit that includes torch/extension.h and has not needed the whole of it before."""
+    if str(path) in full_units or not enabled():
         return False
     try:
         return bool(_INCLUDES_EXTENSION_H.search(path.read_text(errors="replace")))

@@ -59,7 +59,7 @@ def entry_for(root: Path, cxx: str, flags: list[str]) -> Path:
     return layout.entry_dir(root, f"{layout.PCH_IDENT_PREFIX}{key}")
 
 
-def ensure(root: Path, cxx: str, flags: list[str]) -> Path | None:
+def ensure(root: Path, cxx: str, flags: list[str], what: str = "torch/extension.h") -> Path | None:
     """The precompiled header's include file (its .gch beside it), compiled first if it is not
     there; None when this compiler cannot (not GCC) or the compile failed (units then read the
     header itself, and the reason is in the entry's build.log)."""
@@ -69,26 +69,26 @@ def ensure(root: Path, cxx: str, flags: list[str]) -> Path | None:
     header, gch, record = entry / HEADER, entry / f"{HEADER}.gch", entry / layout.PCH_RECORD
     if gch.exists() and record.exists():
         return header
-    with BuildLock(entry / layout.LOCK_NAME, "the precompiled torch/extension.h"):
+    with BuildLock(entry / layout.LOCK_NAME, f"the precompiled {what}"):
         if gch.exists() and record.exists():
             return header
         atomic_write_text(header, "#include <torch/extension.h>\n")
         tmp = entry / f".{HEADER}.gch.tmp"
-        notices.say("kwb: precompiling torch/extension.h for torch-style extensions (once per compiler, torch and flags) ...")
+        notices.say(f"kwb: precompiling {what} for torch-style extensions (once per compiler, torch and flags) ...")
         started = time.monotonic()
         cmd = [cxx, "-x", "c++-header", str(header), "-o", str(tmp), *flags]
         result = subprocess.run(cmd, capture_output=True, text=True)
         atomic_write_text(entry / layout.BUILD_LOG, " ".join(cmd) + "\n" + result.stdout + result.stderr)
         if result.returncode != 0:
             tmp.unlink(missing_ok=True)
-            notices.say(f"kwb: precompiling torch/extension.h failed (see {entry / layout.BUILD_LOG}); compiling without it")
+            notices.say(f"kwb: precompiling {what} failed (see {entry / layout.BUILD_LOG}); compiling without it")
             return None
         tmp.replace(gch)  # the .gch appears whole or not at all
         seconds = time.monotonic() - started
         atomic_write_text(record, json.dumps({"cxx": cxx, "flags": flags, "torch": toolchain.torch_info().version,
                                               "seconds": round(seconds, 1), "bytes": gch.stat().st_size,
                                               "built_at": time.time()}, indent=1))
-        notices.say(f"kwb: precompiled torch/extension.h in {seconds:.0f} s ({gch.stat().st_size / 2**20:.0f} MiB)")
+        notices.say(f"kwb: precompiled {what} in {seconds:.0f} s ({gch.stat().st_size / 2**20:.0f} MiB)")
         return header
 
 
