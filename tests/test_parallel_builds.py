@@ -48,7 +48,8 @@ def test_two_kernels_compile_at_the_same_time(tmp_path, monkeypatch):
     assert saw == [2, 2], f"each compile saw {saw} compiles started: the builds did not overlap"
 
 
-def test_one_kernel_asked_for_twice_at_once_builds_once(tmp_path, capfd):
+def test_one_kernel_asked_for_twice_at_once_builds_once(tmp_path, capfd, monkeypatch):
+    monkeypatch.setattr(feedback, "SHOW_AFTER_SECONDS", 0.0)  # every build says it built, however fast
     folder = write_tiny_kernel(tmp_path / "twice", value="4.0")
     loaded = wb.load_all([folder, folder], device="cpu")
     assert all(x.ok for x in loaded)
@@ -83,14 +84,16 @@ def test_a_failed_build_is_reported_in_its_place_and_the_others_load(tmp_path):
     assert isinstance(loaded[2].error, wb.KernelNotFoundError)
 
 
-@pytest.mark.parametrize("n,slots,expected", [
-    (9, 16, parallel.Plan(16, 9, 2)),   # the H100 machine: every kernel at once, two compilers each
-    (9, 2, parallel.Plan(2, 2, 1)),     # the 2-core machine: two kernels at once, one compiler each
-    (1, 16, parallel.Plan(16, 1, 16)),  # one kernel gets the whole machine
-    (3, 1, parallel.Plan(1, 1, 1)),
+@pytest.mark.parametrize("n,slots,expected,jobs", [
+    (9, 16, parallel.Plan(16, 9, 1), [2] * 7 + [1] * 2),  # the H100 machine: every kernel at once, 16 compilers
+    (9, 2, parallel.Plan(2, 2, 1), [1] * 9),              # the 2-core machine: two kernels at once, one compiler each
+    (1, 16, parallel.Plan(16, 1, 16), [16]),              # one kernel gets the whole machine
+    (3, 1, parallel.Plan(1, 1, 1), [1] * 3),
 ])
-def test_the_plan_shares_the_slots_out(n, slots, expected):
-    assert parallel.plan(n, slots) == expected
+def test_the_plan_shares_the_slots_out_and_never_more(n, slots, expected, jobs):
+    got = parallel.plan(n, slots)
+    assert got == expected and [got.jobs_for(i) for i in range(n)] == jobs
+    assert sum(sorted(jobs, reverse=True)[: got.kernels]) <= slots
 
 
 def test_max_jobs_sets_the_slots_and_a_bad_value_is_named(monkeypatch):
@@ -135,3 +138,18 @@ def test_the_live_line_names_what_compiles_now_not_what_finished():
     fb.line("[2/3] NVCC k.cu")
     assert fb.current == "linking"
     assert fb.steps == ["k.cpp", "k.cu"]
+
+
+def test_ctrl_c_starts_no_queued_build_and_ends_the_running_one(tmp_path, cache_root, monkeypatch):
+    monkeypatch.setenv("MAX_JOBS", "1")  # one load at a time: the second starts as the first ends
+    folders = [write_tiny_kernel(tmp_path / f"stop_{i}", value=f"{i}.0") for i in range(3)]
+
+    def interrupt(loaded):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        wb.load_all(folders, device="cpu", on_done=interrupt)
+    built = sorted(p.name.split(".")[0] for p in cache_root.glob("kwb_stop_*/*.json"))
+    assert built == ["stop_0"], built  # stop_1's ninja was ended mid-build, stop_2 never began
+    assert not parallel.ninja.stop_all.is_set()
+    assert wb.load(folders[1], device="cpu").add_value(torch.zeros(1)).item() == 1.0  # and builds later

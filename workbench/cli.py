@@ -108,7 +108,10 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         out.print(f"[green]✓[/] {loaded.name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
 
     start = time.monotonic()
-    load_all(targets, device=device, verbose=verbose, force=force, on_done=report)
+    try:
+        load_all(targets, device=device, verbose=verbose, force=force, on_done=report)
+    except ValueError as e:  # MAX_JOBS that is not a number
+        raise click.UsageError(str(e)) from None
     if len(targets) > 1:
         err.print(f"{len(targets) - len(failed)} of {len(targets)} loaded in {time.monotonic() - start:.1f} s")
     if failed:

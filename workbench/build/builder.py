@@ -261,7 +261,8 @@ def _pch_headers(source: KernelSource, config: BuildConfig, root: Path):
             return None
         if light not in made:
             flags = pch.pch_flags(config.cflags, source.module_name) + ([f"-I{light_headers.folder(cuda=False)}"] if light else [])
-            made[light] = pch.ensure(root, config.cxx, flags, "kwb's lighter torch/extension.h" if light else "torch/extension.h")
+            made[light] = pch.ensure(root, config.cxx, flags, "kwb's lighter torch/extension.h" if light else "torch/extension.h",
+                                     [light_headers.folder(cuda=False) / "torch" / "extension.h"] if light else [])
         return made[light]
     return pch_for
 
@@ -356,15 +357,20 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
 
     light = {str(s.source) for s in plan.steps if any(light_headers.is_light_flag(f) for f in s.flags)}
     failed = {str(s.source) for s in plan.steps if s.obj in light_headers.failed_objects(output)} & light
-    if not ok and failed and light_headers.needed_more(diagnostics.parse(output, cwd=str(build_dir))):
-        # a unit needed more of torch than the lighter header holds: torch's own, from now on
-        full_units |= failed
-        light_headers.remember_full(build_dir, full_units)
-        notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(failed))} needs the whole torch/extension.h; "
-                    "compiling it with torch's own (and remembering that)")
-        plan = _plan(source, config, pch_for, full_units)
+    if not ok and failed:
+        # Whatever the errors say (a unit may have leaned on anything torch/all.h pulls in), the
+        # units that failed against the lighter header are compiled again with torch's own; those
+        # that then compile need it from now on, and a unit that still fails reports torch's errors.
+        plan = _plan(source, config, pch_for, full_units | failed)
         ok, last = run(config.ninja, build_dir, plan, feedback, jobs)
         output += last
+        names = {s.obj: str(s.source) for s in plan.steps}
+        fixed = failed - {names[o] for o in light_headers.failed_objects(last) if o in names}
+        if fixed:
+            full_units |= fixed
+            light_headers.remember_full(build_dir, full_units)
+            notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(fixed))} needs the whole torch/extension.h; "
+                        "compiled it with torch's own (remembered for this build folder)")
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)
 

@@ -130,7 +130,7 @@ class BuildBoard:
         self.live = False
         self._progress = None
         self._overall = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # an on_done under hold() may load, and a load shows a row
 
     def __enter__(self) -> "BuildBoard":
         global _board
@@ -154,7 +154,8 @@ class BuildBoard:
         self.live = False
 
     def _count_text(self) -> str:
-        return f"kwb: loading {self.total} {self.what}: {self.finished} done"
+        what = self.what if self.total != 1 else self.what.rstrip("s")
+        return f"kwb: loading {self.total} {what}: {self.finished} done"
 
     def show(self, row, what: str, current: str, elapsed: float):
         """Add or update the row of the build `what`; returns its row."""

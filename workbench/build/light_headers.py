@@ -9,8 +9,8 @@ whose torch/extension.h includes torch/types.h alone. A C++ unit gets kwb_light_
 adds torch/python.h for its PYBIND11_MODULE: the frontend's templates are emitted in every unit
 that includes it, precompiled header or not (11.0 s of an empty unit's compile against 6.5 s for
 the tutorial's lltm.cpp without it, 2-core machine). A unit that turns out to need more fails
-with errors about torch's names; kwb then compiles it with torch's own header and remembers
-that for the build folder. KWB_TORCH_HEADERS=full turns the lighter headers off.
+to compile; kwb then compiles it with torch's own header and, where that compiles it,
+remembers that for the build folder. KWB_TORCH_HEADERS=full turns the lighter headers off.
 """
 from __future__ import annotations
 
@@ -25,13 +25,6 @@ from .sources import common_dir
 
 RECORD = ".kwb-full-torch-headers.json"  # per build folder: units that need torch's own header
 _INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.M)
-# What a unit compiled against torch/types.h says when it needed torch/all.h or torch/python.h:
-# a name torch:: (or at::, py::) lacks, in nvcc's front end's words or in g++'s.
-_NEEDS_MORE = re.compile(r'namespace "(torch|at|c10|pybind11)[:\w]*" has no member|'
-                         r"is not a member of ['‘\"](torch|at|pybind11|py)|"
-                         r'name followed by "::" must be a class or namespace name|'
-                         r'identifier "(py|pybind11|THP\w*)" is undefined|'
-                         r"['‘\"](py|pybind11|nn|optim)['’\"] (has not been declared|does not name a type)")
 
 
 def enabled() -> bool:
@@ -72,11 +65,6 @@ def full_units(build_dir: Path) -> set[str]:
 
 def remember_full(build_dir: Path, units: set[str]) -> None:
     atomic_write_text(build_dir / RECORD, json.dumps(sorted(units), indent=1))
-
-
-def needed_more(diagnostics) -> bool:
-    """Whether a failed build's errors are about names the lighter header leaves out."""
-    return any(d.severity != "warning" and _NEEDS_MORE.search(d.message) for d in diagnostics)
 
 
 _FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.+)$", re.M)  # ninja 1.12+ adds "[code=N] "

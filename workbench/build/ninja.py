@@ -11,6 +11,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,14 +115,31 @@ def parse_depfile(path: Path) -> list[str]:
     return items
 
 
-def _die_with_parent() -> None:
-    """In ninja's process: get SIGTERM when the loading process dies (kill -9 included), so an
-    orphaned ninja never keeps writing into a build folder that the next builder now owns.
+try:  # looked up here, not in the forked child: a dlopen there can hang on a loader lock
+    _PRCTL = ctypes.CDLL(None).prctl  # that another thread (a library being loaded) held at fork
+except (OSError, AttributeError):
+    _PRCTL = None
+
+# Set by parallel.load_all on Ctrl-C: every ninja running in this process's threads is ended.
+stop_all = threading.Event()
+
+
+def die_with_parent() -> None:
+    """In a compiler's or ninja's process: get SIGTERM when the loading process dies (kill -9
+    included), so an orphan never keeps writing into a folder that the next builder now owns.
     ninja forwards the signal to its compilers and deletes their partial outputs."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def max_jobs() -> int | None:
+    """MAX_JOBS, the compilers to run at once (torch.utils.cpp_extension reads it too); None where unset."""
+    given = os.environ.get("MAX_JOBS", "").strip()
+    if not given:
+        return None
+    if not given.isdigit() or int(given) < 1:
+        raise ValueError(f"MAX_JOBS must be a whole number of at least 1, got {given!r}")
+    return int(given)
 
 
 def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, jobs: int | None = None) -> tuple[bool, str]:
@@ -130,15 +148,15 @@ def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, j
     cmd = [ninja, "-k", "0"]  # keep going: report the errors of every translation unit at once
     if feedback.verbose:
         cmd.append("-v")
-    if jobs is None and os.environ.get("MAX_JOBS", "").strip().isdigit():
-        jobs = int(os.environ["MAX_JOBS"])  # torch.utils.cpp_extension's knob, honoured alike
+    if jobs is None:
+        jobs = max_jobs()  # torch.utils.cpp_extension's knob, honoured alike
     if jobs:
         cmd += ["-j", str(jobs)]
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
     dry = subprocess.run([ninja, "-n"], cwd=build_dir, capture_output=True, text=True, env=env)  # ~10 ms
     if dry.returncode == 0:
         feedback.expect([line.split("] ", 1)[1] for line in dry.stdout.splitlines() if line.startswith("[") and "] " in line])
-    proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
     try:
         return _pump(proc, feedback)
     except BaseException:  # Ctrl-C or an error while reading: ninja must not outlive the lock
@@ -153,6 +171,8 @@ def _pump(proc: subprocess.Popen, feedback: BuildFeedback) -> tuple[bool, str]:
     buf = b""
     chunks: list[bytes] = []
     while True:
+        if stop_all.is_set():
+            raise KeyboardInterrupt("builds stopped")  # run() ends ninja
         ready, _, _ = select.select([fd], [], [], 0.1)
         if ready:
             data = os.read(fd, 65536)

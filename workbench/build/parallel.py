@@ -8,13 +8,13 @@ its entry's flock as two processes would (locking.py).
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from . import ninja
 from .errors import KwbError
 from .feedback import BuildBoard
 
@@ -26,11 +26,15 @@ MEMORY_PER_COMPILE = 1.5 * (1 << 30)
 
 @dataclass(frozen=True)
 class Plan:
-    """How `n` loads share the machine: `kernels` at once, each ninja with `-j jobs`."""
+    """How `n` loads share the machine: `kernels` at once, the i-th load's ninja with
+    `-j jobs_for(i)`; together never more compilers than slots."""
 
     slots: int
     kernels: int
-    jobs: int
+    jobs: int  # each load's share, rounded down; the first `slots % kernels` loads get one more
+
+    def jobs_for(self, index: int) -> int:
+        return self.jobs + (1 if index < self.slots % self.kernels else 0)
 
 
 def cpus() -> int:
@@ -55,11 +59,9 @@ def available_memory() -> float | None:
 def compile_slots() -> int:
     """Compiler processes this machine runs at once: MAX_JOBS where set (torch.utils.cpp_extension
     reads it too), else one per CPU, fewer where memory would not hold them."""
-    given = os.environ.get("MAX_JOBS", "").strip()
-    if given:
-        if not given.isdigit() or int(given) < 1:
-            raise ValueError(f"MAX_JOBS must be a whole number of at least 1, got {given!r}")
-        return int(given)
+    given = ninja.max_jobs()
+    if given is not None:
+        return given
     slots = cpus()
     memory = available_memory()
     if memory is not None:
@@ -68,11 +70,10 @@ def compile_slots() -> int:
 
 
 def plan(n: int, slots: int | None = None) -> Plan:
-    """All `n` loads at once where the slots allow, each ninja taking an equal share of them
-    (rounded up: a kernel's units are few and finish at different times)."""
+    """All `n` loads at once where the slots allow, the slots shared out among them."""
     slots = compile_slots() if slots is None else slots
     kernels = max(1, min(n, slots))
-    return Plan(slots, kernels, max(1, math.ceil(slots / kernels)))
+    return Plan(slots, kernels, max(1, slots // kernels))
 
 
 @dataclass
@@ -99,24 +100,34 @@ def load_all(names: Iterable, device=None, *, force: bool = False, verbose: bool
     names = list(names)
     if not names:
         return []
-    how = plan(len(names))
+    # verbose: one at a time, so that each build's compiler commands and output stay together
+    slots = compile_slots()
+    how = Plan(slots, 1, slots) if verbose else plan(len(names), slots)
 
-    def one(name) -> Loaded:
+    def one(index: int, name) -> Loaded:
         start = time.monotonic()
         try:
-            kernel = load(name, device=device, force=force, verbose=verbose, jobs=how.jobs)
+            kernel = load(name, device=device, force=force, verbose=verbose, jobs=how.jobs_for(index))
         except KwbError as e:
             return Loaded(str(name), None, e, time.monotonic() - start)
         return Loaded(str(name), kernel, None, time.monotonic() - start)
 
     outcomes: dict[int, Loaded] = {}
-    with BuildBoard(what, len(names)) as board, ThreadPoolExecutor(how.kernels, thread_name_prefix="kwb-build") as pool:
-        futures = {pool.submit(one, name): i for i, name in enumerate(names)}
-        for future in as_completed(futures):
-            loaded = future.result()
-            outcomes[futures[future]] = loaded
-            board.one_done()
-            if on_done is not None:
-                with board.hold():
-                    on_done(loaded)
+    pool = ThreadPoolExecutor(how.kernels, thread_name_prefix="kwb-build")
+    with BuildBoard(what, len(names)) as board:
+        try:
+            futures = {pool.submit(one, i, name): i for i, name in enumerate(names)}
+            for future in as_completed(futures):
+                loaded = future.result()
+                outcomes[futures[future]] = loaded
+                board.one_done()
+                if on_done is not None:
+                    with board.hold():
+                        on_done(loaded)
+        except BaseException:  # Ctrl-C: no queued build starts, the running ones' ninjas are ended
+            ninja.stop_all.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            ninja.stop_all.clear()
+            raise
+    pool.shutdown()
     return [outcomes[i] for i in range(len(names))]

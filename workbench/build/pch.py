@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import time
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.fsutil import atomic_write_text
+from cache_tools.fsutil import atomic_write_text, sha256_file
 from cache_tools.tool_versions import tool_version
 
 from . import notices, toolchain
 from .locking import BuildLock
+from .ninja import die_with_parent
 
 HEADER = layout.PCH_HEADER
 _FIRST_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
@@ -54,18 +56,22 @@ def is_gcc(cxx: str, root: Path | None) -> bool:
     return toolchain.compiler_family(cxx, root) == "gcc"
 
 
-def entry_for(root: Path, cxx: str, flags: list[str]) -> Path:
-    key = hashlib.sha256(json.dumps([cxx, tool_version(cxx, root), flags]).encode()).hexdigest()[:16]
+def entry_for(root: Path, cxx: str, flags: list[str], inputs: list[Path] = ()) -> Path:
+    """The entry of this compiler, torch and flag set, and the content of `inputs` (kwb's own
+    headers it precompiles: an edited or upgraded one makes a new entry, never a stale one)."""
+    info = toolchain.torch_info()
+    key = hashlib.sha256(json.dumps([cxx, tool_version(cxx, root), info.version, info.git, flags,
+                                     [sha256_file(p) for p in inputs]]).encode()).hexdigest()[:16]
     return layout.entry_dir(root, f"{layout.PCH_IDENT_PREFIX}{key}")
 
 
-def ensure(root: Path, cxx: str, flags: list[str], what: str = "torch/extension.h") -> Path | None:
+def ensure(root: Path, cxx: str, flags: list[str], what: str = "torch/extension.h", inputs: list[Path] = ()) -> Path | None:
     """The precompiled header's include file (its .gch beside it), compiled first if it is not
     there; None when this compiler cannot (not GCC) or the compile failed (units then read the
     header itself, and the reason is in the entry's build.log)."""
     if not is_gcc(cxx, root):
         return None
-    entry = entry_for(root, cxx, flags)
+    entry = entry_for(root, cxx, flags, list(inputs))
     header, gch, record = entry / HEADER, entry / f"{HEADER}.gch", entry / layout.PCH_RECORD
     if gch.exists() and record.exists():
         return header
@@ -73,11 +79,11 @@ def ensure(root: Path, cxx: str, flags: list[str], what: str = "torch/extension.
         if gch.exists() and record.exists():
             return header
         atomic_write_text(header, "#include <torch/extension.h>\n")
-        tmp = entry / f".{HEADER}.gch.tmp"
+        tmp = entry / f".{HEADER}.gch.{os.getpid()}.tmp"  # a killed builder's orphan never shares it
         notices.say(f"kwb: precompiling {what} for torch-style extensions (once per compiler, torch and flags) ...")
         started = time.monotonic()
         cmd = [cxx, "-x", "c++-header", str(header), "-o", str(tmp), *flags]
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
         atomic_write_text(entry / layout.BUILD_LOG, " ".join(cmd) + "\n" + result.stdout + result.stderr)
         if result.returncode != 0:
             tmp.unlink(missing_ok=True)
