@@ -9,6 +9,7 @@ import io
 import shutil
 import stat
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,12 +30,18 @@ exec REAL "$@"
 """
 
 
-def test_two_kernels_compile_at_the_same_time(tmp_path, monkeypatch):
+@pytest.fixture
+def rendezvous_compiler(tmp_path, monkeypatch) -> Path:
+    """KWB_CXX set to the rendezvous wrapper; returns the folder its marks go to."""
     wrapper = tmp_path / "c++"
     wrapper.write_text(RENDEZVOUS.replace("REAL", shutil.which("g++") or shutil.which("c++")))
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("KWB_CXX", str(wrapper))
     monkeypatch.setenv("MARKS", str(tmp_path / "marks"))
+    return tmp_path / "marks"
+
+
+def test_two_kernels_compile_at_the_same_time(tmp_path, monkeypatch, rendezvous_compiler):
     monkeypatch.setenv("MAX_JOBS", "2")  # two slots, as on the 2-core machine: both kernels at once
     a = write_tiny_kernel(tmp_path / "tiny_a", value="2.0")
     b = write_tiny_kernel(tmp_path / "tiny_b", value="3.0")
@@ -44,7 +51,7 @@ def test_two_kernels_compile_at_the_same_time(tmp_path, monkeypatch):
     assert loaded[0].kernel.add_value(torch.zeros(1)).item() == 2.0  # in the order given
     assert loaded[1].kernel.add_value(torch.zeros(1)).item() == 3.0
     assert sorted(x.name for x in done) == sorted([str(a), str(b)])
-    saw = [int(p.read_text()) for p in (tmp_path / "marks").glob("saw.*")]
+    saw = [int(p.read_text()) for p in rendezvous_compiler.glob("saw.*")]
     assert saw == [2, 2], f"each compile saw {saw} compiles started: the builds did not overlap"
 
 
@@ -58,12 +65,7 @@ def test_one_kernel_asked_for_twice_at_once_builds_once(tmp_path, capfd, monkeyp
     assert loaded[0].kernel.add_value(torch.zeros(1)).item() == 4.0
 
 
-def test_threads_calling_load_build_different_kernels_side_by_side(tmp_path, monkeypatch):
-    wrapper = tmp_path / "c++"
-    wrapper.write_text(RENDEZVOUS.replace("REAL", shutil.which("g++") or shutil.which("c++")))
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("KWB_CXX", str(wrapper))
-    monkeypatch.setenv("MARKS", str(tmp_path / "marks"))
+def test_threads_calling_load_build_different_kernels_side_by_side(tmp_path, rendezvous_compiler):
     folders = [write_tiny_kernel(tmp_path / f"tiny_{i}", value=f"{i}.0") for i in (5, 6)]
     values = {}
     threads = [threading.Thread(target=lambda f=f: values.__setitem__(f.name, wb.load(f, device="cpu"))) for f in folders]
@@ -72,7 +74,7 @@ def test_threads_calling_load_build_different_kernels_side_by_side(tmp_path, mon
     for t in threads:
         t.join()
     assert {n: k.add_value(torch.zeros(1)).item() for n, k in values.items()} == {"tiny_5": 5.0, "tiny_6": 6.0}
-    assert sorted(int(p.read_text()) for p in (tmp_path / "marks").glob("saw.*")) == [2, 2]
+    assert sorted(int(p.read_text()) for p in rendezvous_compiler.glob("saw.*")) == [2, 2]
 
 
 def test_a_failed_build_is_reported_in_its_place_and_the_others_load(tmp_path):
