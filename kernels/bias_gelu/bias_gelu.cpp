@@ -12,8 +12,8 @@
 
 #include "bias_gelu.h"
 #include "kwb_checks.h"
-#include "kwb_gelu_cpu.h"
 #include "kwb_library.h"
+#include "kwb_vec_cpu.h"
 
 namespace {
 
@@ -47,12 +47,16 @@ at::Tensor bias_gelu_cpu(const at::Tensor& x, const at::Tensor& bias, c10::strin
   at::Tensor y = at::empty(xc.sizes(), xc.options());
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), kOp, [&] {
+    using Vec = kwb::Vec<scalar_t>;
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     const scalar_t* b = bc.const_data_ptr<scalar_t>();
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = kwb::gelu_cpu(in[r * cols + c] + b[c], tanh_form);
+    kwb::with_gelu_form(tanh_form, [&](auto form) {
+      at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          at::vec::map2([](Vec v, Vec bv) { return kwb::gelu_vec<decltype(form)::value>(v + bv); }, out + r * cols,
+                        in + r * cols, b, cols);
+      });
     });
   });
   return y;
@@ -68,19 +72,34 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_cpu(const at::Tensor& grad
   const at::Tensor xc = kwb::contiguous(x), gc = kwb::contiguous(grad), bc = kwb::contiguous(bias);
   at::Tensor gx = at::empty(xc.sizes(), xc.options());
   const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
+  at::Tensor gb = at::empty({bc.size(0)}, xc.options());
+  // grad_bias, the column sums of grad_x, taken in the same pass: one partial row per block
+  const kwb::RowBlocks blocks(rows, kwb::row_grain(cols), at::get_num_threads());
+  at::Tensor partial = at::empty({blocks.count, cols}, xc.options());
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), kBackward, [&] {
+    using Vec = kwb::Vec<scalar_t>;
     const scalar_t* g = gc.const_data_ptr<scalar_t>();
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     const scalar_t* b = bc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, kwb::row_grain(cols), [=](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          out[r * cols + c] = g[r * cols + c] * kwb::gelu_grad_cpu(in[r * cols + c] + b[c], tanh_form);
+    scalar_t* part = partial.mutable_data_ptr<scalar_t>();
+    kwb::with_gelu_form(tanh_form, [&](auto form) {
+      at::parallel_for(0, blocks.count, 1, [=](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          scalar_t* sums = part + blk * cols;
+          std::fill(sums, sums + cols, scalar_t(0));
+          const int64_t r_end = std::min(rows, (blk + 1) * blocks.rows_per_block);
+          for (int64_t r = blk * blocks.rows_per_block; r < r_end; ++r) {
+            scalar_t* gr = out + r * cols;
+            at::vec::map3([](Vec gv, Vec v, Vec bv) { return gv * kwb::gelu_grad_vec<decltype(form)::value>(v + bv); },
+                          gr, g + r * cols, in + r * cols, b, cols);
+            at::vec::map2([](Vec s, Vec v) { return s + v; }, sums, sums, gr, cols);
+          }
+        }
+      });
     });
+    kwb::add_blocks(part, blocks.count, cols, gb.mutable_data_ptr<scalar_t>());
   });
-  // grad_bias: the column sums of grad_x (ATen's sum is deterministic on the CPU)
-  at::Tensor gb = rows ? at::sum(gx.reshape({rows, cols}), {0}) : at::zeros({cols}, xc.options());
   return {gx, gb};
 }
 

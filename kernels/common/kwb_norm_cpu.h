@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kwb_checks.h"
+#include "kwb_vec_cpu.h"
 
 namespace kwb {
 
@@ -75,22 +76,25 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_forward_cpu(const at::Tensor
     scalar_t* out = y.mutable_data_ptr<scalar_t>();
     scalar_t* mean_out = kCentered ? mean.mutable_data_ptr<scalar_t>() : nullptr;
     scalar_t* rstd_out = rstd.mutable_data_ptr<scalar_t>();
+    using Vec = kwb::Vec<scalar_t>;
     at::parallel_for(0, rows, row_grain(cols), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = in + r * cols;
-        double m = 0, ss = 0;  // double sums: fp32 rows of 262144 drift otherwise
-        if (kCentered) {
-          for (int64_t c = 0; c < cols; ++c) m += xr[c];
-          m /= static_cast<double>(cols);
-        }
-        for (int64_t c = 0; c < cols; ++c) ss += (xr[c] - m) * (xr[c] - m);
+        const auto load_x = [=](int64_t c, int64_t n) { return Vec::loadu(xr + c, n); };
+        // sums flushed to double (kwb_vec_cpu.h): fp32 rows of 262144 drift in a float sum.
+        // Two passes, mean then squares about it: no cancellation for rows far from zero.
+        const double m = kCentered ? sum_over<scalar_t>(cols, load_x, [](Vec v) { return v; }) / cols : 0.0;
+        const Vec mv(static_cast<scalar_t>(m));
+        const double ss = sum_over<scalar_t>(cols, load_x, [=](Vec v) { return (v - mv) * (v - mv); });
         const double rs = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
         if (kCentered) mean_out[r] = static_cast<scalar_t>(m);
         rstd_out[r] = static_cast<scalar_t>(rs);
-        for (int64_t c = 0; c < cols; ++c) {
-          const double v = (xr[c] - m) * rs * w[c] + (kCentered ? static_cast<double>(b[c]) : 0.0);
-          out[r * cols + c] = static_cast<scalar_t>(v);
-        }
+        const Vec rsv(static_cast<scalar_t>(rs));
+        if constexpr (kCentered)
+          at::vec::map3([=](Vec v, Vec wv, Vec bv) { return at::vec::fmadd((v - mv) * rsv, wv, bv); }, out + r * cols, xr,
+                        w, b, cols);
+        else
+          at::vec::map2([=](Vec v, Vec wv) { return v * rsv * wv; }, out + r * cols, xr, w, cols);
       }
     });
   });
@@ -106,37 +110,62 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_backward_cpu(const at::Tenso
   const at::Tensor mc = kCentered ? contiguous(*mean) : at::Tensor();
   const int64_t cols = xc.size(-1), rows = norm_rows(xc);
   at::Tensor gx = at::empty(xc.sizes(), xc.options());
-  at::Tensor xhat = at::empty({rows, cols}, xc.options());  // for the weight's gradient below
+  at::Tensor gw = at::empty({cols}, xc.options());
+  at::Tensor gb = at::empty({kCentered ? cols : 0}, xc.options());
+  // The parameters' gradients are column sums over the rows, taken in the same pass: one
+  // partial row per block (per block: weight's, then bias's), added in block order.
+  const RowBlocks blocks(rows, row_grain(cols), at::get_num_threads());
+  const int64_t parts = kCentered ? 2 : 1;
+  at::Tensor partial = at::empty({parts * blocks.count, cols}, xc.options());
   AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "norm_backward_cpu", [&] {
+    using Vec = kwb::Vec<scalar_t>;
+    constexpr int64_t W = Vec::size();
     const scalar_t* g = gc.const_data_ptr<scalar_t>();
     const scalar_t* in = xc.const_data_ptr<scalar_t>();
     const scalar_t* w = wc.const_data_ptr<scalar_t>();
     const scalar_t* ms = kCentered ? mc.const_data_ptr<scalar_t>() : nullptr;
     const scalar_t* rs = rc.const_data_ptr<scalar_t>();
     scalar_t* out = gx.mutable_data_ptr<scalar_t>();
-    scalar_t* xh = xhat.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, rows, row_grain(cols), [=](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const double m = kCentered ? static_cast<double>(ms[r]) : 0.0, rstd_r = rs[r];
-        double sg = 0, sgx = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double gw = static_cast<double>(g[r * cols + c]) * w[c], xhat_c = (in[r * cols + c] - m) * rstd_r;
-          xh[r * cols + c] = static_cast<scalar_t>(xhat_c);
-          sg += gw;
-          sgx += gw * xhat_c;
-        }
-        const double mean_g = kCentered ? sg / cols : 0.0, mean_gx = sgx / cols;
-        for (int64_t c = 0; c < cols; ++c) {
-          const double gw = static_cast<double>(g[r * cols + c]) * w[c], xhat_c = (in[r * cols + c] - m) * rstd_r;
-          out[r * cols + c] = static_cast<scalar_t>(rstd_r * (gw - mean_g - xhat_c * mean_gx));
+    scalar_t* part = partial.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, blocks.count, 1, [=](int64_t b0, int64_t b1) {
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        scalar_t* sum_gw = part + blk * cols;                                    // sum of g * xhat
+        scalar_t* sum_gb = kCentered ? part + (blocks.count + blk) * cols : nullptr;  // sum of g
+        std::fill(sum_gw, sum_gw + cols, scalar_t(0));
+        if (kCentered) std::fill(sum_gb, sum_gb + cols, scalar_t(0));
+        const int64_t r_end = std::min(rows, (blk + 1) * blocks.rows_per_block);
+        for (int64_t r = blk * blocks.rows_per_block; r < r_end; ++r) {
+          const scalar_t *gr = g + r * cols, *xr = in + r * cols;
+          const Vec mv(kCentered ? ms[r] : scalar_t(0)), rsv(rs[r]);
+          // sg = sum(g w), sgx = sum(g w xhat): each flushed to double, one pass for both
+          double sg = 0, sgx = 0;
+          for (int64_t c0 = 0; c0 < cols; c0 += kFlush) {
+            const int64_t c1 = std::min(cols, c0 + kFlush);
+            Vec acc_g(scalar_t(0)), acc_gx(scalar_t(0));
+            for (int64_t c = c0; c < c1; c += W) {
+              const int64_t n = std::min<int64_t>(W, c1 - c);
+              const Vec gv = Vec::loadu(gr + c, n) * Vec::loadu(w + c, n);  // zero past n
+              const Vec xhat = (Vec::loadu(xr + c, n) - mv) * rsv;
+              acc_g = acc_g + gv;
+              acc_gx = at::vec::fmadd(gv, xhat, acc_gx);
+              // the parameters' column sums
+              const Vec graw = Vec::loadu(gr + c, n);
+              at::vec::fmadd(graw, xhat, Vec::loadu(sum_gw + c, n)).store(sum_gw + c, n);
+              if (kCentered) (Vec::loadu(sum_gb + c, n) + graw).store(sum_gb + c, n);
+            }
+            sg += lane_sum<scalar_t>(acc_g);
+            sgx += lane_sum<scalar_t>(acc_gx);
+          }
+          const Vec mean_g(static_cast<scalar_t>(kCentered ? sg / cols : 0.0)), mean_gx(static_cast<scalar_t>(sgx / cols));
+          at::vec::map3(
+              [=](Vec gv, Vec v, Vec wv) { return rsv * (gv * wv - mean_g - (v - mv) * rsv * mean_gx); },
+              out + r * cols, gr, xr, w, cols);
         }
       }
     });
+    add_blocks(part, blocks.count, cols, gw.mutable_data_ptr<scalar_t>());
+    if (kCentered) add_blocks(part + blocks.count * cols, blocks.count, cols, gb.mutable_data_ptr<scalar_t>());
   });
-  // The parameters' gradients: column sums (ATen's sum is deterministic on the CPU).
-  const at::Tensor g2 = gc.reshape({rows, cols});
-  at::Tensor gw = rows ? at::sum(at::mul(g2, xhat), {0}) : at::zeros({cols}, xc.options());
-  at::Tensor gb = kCentered ? (rows ? at::sum(g2, {0}) : at::zeros({cols}, xc.options())) : at::empty({0}, xc.options());
   return {gx, gw, gb};
 }
 

@@ -22,8 +22,8 @@
 #include <tuple>
 
 #include "kwb_checks.h"
-#include "kwb_gelu_cpu.h"
 #include "kwb_library.h"
+#include "kwb_vec_cpu.h"
 #include "linear_gelu.h"
 
 namespace {
@@ -72,11 +72,18 @@ std::vector<int64_t> out_shape(const at::Tensor& x, const at::Tensor& weight) {
 // out = gelu(pre) (backward: grad * gelu'(pre)) over every element, on the CPU.
 void gelu_map_cpu(const at::Tensor& pre, const at::Tensor* grad, at::Tensor& out, bool tanh_form) {
   AT_DISPATCH_FLOATING_TYPES(pre.scalar_type(), "linear_gelu", [&] {
+    using Vec = kwb::Vec<scalar_t>;
     const scalar_t* in = pre.const_data_ptr<scalar_t>();
     const scalar_t* g = grad ? grad->const_data_ptr<scalar_t>() : nullptr;
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, pre.numel(), kwb::kCpuGrain, [=](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) o[i] = g ? g[i] * kwb::gelu_grad_cpu(in[i], tanh_form) : kwb::gelu_cpu(in[i], tanh_form);
+    kwb::with_gelu_form(tanh_form, [&](auto form) {
+      constexpr bool kTanh = decltype(form)::value;
+      at::parallel_for(0, pre.numel(), kwb::kCpuGrain, [=](int64_t i0, int64_t i1) {
+        if (g)
+          at::vec::map2([](Vec gv, Vec v) { return gv * kwb::gelu_grad_vec<kTanh>(v); }, o + i0, g + i0, in + i0, i1 - i0);
+        else
+          at::vec::map([](Vec v) { return kwb::gelu_vec<kTanh>(v); }, o + i0, in + i0, i1 - i0);
+      });
     });
   });
 }

@@ -20,6 +20,7 @@
 
 #include "kwb_checks.h"
 #include "kwb_library.h"
+#include "kwb_vec_cpu.h"
 #include "lltm.h"
 
 namespace {
@@ -52,10 +53,14 @@ void check_args(const char* op, const at::Tensor& input, const at::Tensor& weigh
               "] (3 * state), got ", bias.sizes());
 }
 
-// ---- CPU: the pointwise part, a row of the batch per task step ---------------------------
+// ---- CPU: the pointwise part, a row of the batch per task step, a vector of columns at a time
 
-template <typename A> A sigmoid(A z) { return A(1) / (A(1) + std::exp(-z)); }
-template <typename A> A elu(A z) { return z > A(0) ? z : std::expm1(z); }
+template <typename T> kwb::Vec<T> sigmoid(const kwb::Vec<T>& z) {
+  return kwb::Vec<T>(T(1)) / (kwb::Vec<T>(T(1)) + (kwb::Vec<T>(T(0)) - z).exp());
+}
+template <typename T> kwb::Vec<T> elu(const kwb::Vec<T>& z) {
+  return kwb::Vec<T>::blendv(z.expm1(), z, z > kwb::Vec<T>(T(0)));
+}
 
 using Forward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // new_h, new_cell, X, gates
 using Backward = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;  // grad X, weights, bias, old_cell
@@ -73,14 +78,17 @@ Forward lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, con
     const scalar_t* c = cc.const_data_ptr<scalar_t>();
     scalar_t* h = new_h.mutable_data_ptr<scalar_t>();
     scalar_t* nc = new_cell.mutable_data_ptr<scalar_t>();
+    using Vec = kwb::Vec<scalar_t>;
     at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t j = 0; j < S; ++j) {
-          const scalar_t* zr = z + r * 3 * S;
-          const scalar_t i = sigmoid(zr[j]), o = sigmoid(zr[S + j]), g = elu(zr[2 * S + j]);
-          const scalar_t cell = c[r * S + j] + i * g;
-          nc[r * S + j] = cell;
-          h[r * S + j] = std::tanh(cell) * o;
+        const scalar_t* zr = z + r * 3 * S;
+        for (int64_t j = 0; j < S; j += Vec::size()) {
+          const int64_t n = std::min<int64_t>(Vec::size(), S - j);
+          const Vec i = sigmoid(Vec::loadu(zr + j, n)), o = sigmoid(Vec::loadu(zr + S + j, n)),
+                    g = elu(Vec::loadu(zr + 2 * S + j, n));
+          const Vec cell = Vec::loadu(c + r * S + j, n) + i * g;
+          cell.store(nc + r * S + j, n);
+          (cell.tanh() * o).store(h + r * S + j, n);
         }
       }
     });
@@ -124,19 +132,23 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
                    *gcell = dc.const_data_ptr<scalar_t>();
     scalar_t* dz = grad_gates.mutable_data_ptr<scalar_t>();
     scalar_t* dcell = grad_old_cell.mutable_data_ptr<scalar_t>();
+    using Vec = kwb::Vec<scalar_t>;
     at::parallel_for(0, B, kwb::row_grain(S), [=](int64_t r0, int64_t r1) {
+      const Vec one(scalar_t(1)), zero(scalar_t(0));
       for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t j = 0; j < S; ++j) {
-          const scalar_t* zr = z + r * 3 * S;
-          const scalar_t zi = zr[j], zo = zr[S + j], zg = zr[2 * S + j];
-          const scalar_t i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
-          const scalar_t tc = std::tanh(c[r * S + j] + i * g);
-          const scalar_t h = gh[r * S + j];
-          const scalar_t cell = gcell[r * S + j] + h * o * (scalar_t(1) - tc * tc);
-          dz[r * 3 * S + j] = cell * g * i * (scalar_t(1) - i);
-          dz[r * 3 * S + S + j] = h * tc * o * (scalar_t(1) - o);
-          dz[r * 3 * S + 2 * S + j] = cell * i * (zg > scalar_t(0) ? scalar_t(1) : std::exp(zg));
-          dcell[r * S + j] = cell;
+        const scalar_t* zr = z + r * 3 * S;
+        scalar_t* dzr = dz + r * 3 * S;
+        for (int64_t j = 0; j < S; j += Vec::size()) {
+          const int64_t n = std::min<int64_t>(Vec::size(), S - j);
+          const Vec zg = Vec::loadu(zr + 2 * S + j, n);
+          const Vec i = sigmoid(Vec::loadu(zr + j, n)), o = sigmoid(Vec::loadu(zr + S + j, n)), g = elu(zg);
+          const Vec tc = (Vec::loadu(c + r * S + j, n) + i * g).tanh();
+          const Vec h = Vec::loadu(gh + r * S + j, n);
+          const Vec cell = Vec::loadu(gcell + r * S + j, n) + h * o * (one - tc * tc);
+          (cell * g * i * (one - i)).store(dzr + j, n);
+          (h * tc * o * (one - o)).store(dzr + S + j, n);
+          (cell * i * Vec::blendv(zg.exp(), one, zg > zero)).store(dzr + 2 * S + j, n);
+          cell.store(dcell + r * S + j, n);
         }
       }
     });

@@ -86,7 +86,7 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         # -fvisibility=hidden: two builds of one kernel in one process never bind to each other's symbols.
         # -fno-trapping-math: float selects vectorize, 33x on relu_scale's CPU loop (benchmarks/reference/workbench_choices.md).
         cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
-                  "-fdiagnostics-color=never", abi, *includes, *torch_includes]
+                  *toolchain.cpu_capability_flags(), "-fdiagnostics-color=never", abi, *includes, *torch_includes]
         ldflags = [*linker, "-lc10", "-ltorch_cpu"]
         if cuda_includes_torch:  # torch/extension.h in both parts: Python's headers, Python's symbols at load
             cflags.append(f"-isystem{toolchain.python_include()}")

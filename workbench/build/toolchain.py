@@ -209,6 +209,34 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
     return ["-fopenmp"] if known == "yes" else []
 
 
+# ATen compiles its CPU kernels once per instruction set and picks one at run time; a JIT build
+# runs where it was built, so a kernel's CPU code takes the set torch picked here, with the flags
+# ATen's build gives that set. Without them at::vec::Vectorized is its scalar fallback, and
+# bias_gelu's erf form ran 0.20x eager on the 2-core machine (AVX-512).
+_CPU_CAPABILITY_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-mf16c"],
+    "AVX2": ["-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2"],
+}
+
+
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels use here ("AVX512", "AVX2", "DEFAULT", ...):
+    torch.backends.cpu.get_cpu_capability(), which ATEN_CPU_CAPABILITY can lower."""
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def cpu_capability_flags(capability: str | None = None) -> list[str]:
+    """Compiler flags that give a kernel's CPU code the vector width of ``capability`` (torch's
+    own, by default): nothing for a set kwb has no flags for, or off x86-64."""
+    import platform
+
+    capability = capability or cpu_capability()
+    flags = _CPU_CAPABILITY_FLAGS.get(capability)
+    if not flags or platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    return [*flags, f"-DCPU_CAPABILITY_{capability}", f"-DCPU_CAPABILITY={capability}"]
+
+
 def fast_linker_flags() -> list[str]:
     """lld, else gold, when installed: 0.14 s a link against libtorch where ld takes 0.34 s
     (benchmarks/reference/workbench_choices.md)."""

@@ -1,0 +1,157 @@
+// SIMD building blocks for the kernels' CPU implementations: ATen's at::vec::Vectorized (its
+// SLEEF-backed exp/erf/tanh, the same math as eager's CPU kernels), at the width torch picked
+// on this machine (the builder passes ATen's flags for that instruction set: AVX-512, AVX2).
+//
+// Sums over a row are taken in vector lanes and flushed into a double every kFlush elements,
+// so an fp32 row of 262144 sums as accurately as the double loop it replaced and as fast as a
+// float one.
+#pragma once
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+namespace kwb {
+
+template <typename T>
+using Vec = at::vec::Vectorized<T>;
+
+// Elements summed in vector lanes before the partial sum joins the row's double total.
+constexpr int64_t kFlush = 1024;
+
+// The lanes of v added up, in double.
+template <typename T>
+double lane_sum(const Vec<T>& v) {
+  T lanes[Vec<T>::size()];
+  v.store(lanes);
+  double s = 0;
+  for (int i = 0; i < Vec<T>::size(); ++i) s += lanes[i];
+  return s;
+}
+
+// sum over i < n of f(vectors at i), f taking and returning Vec<T>; a tail is masked to zero
+// after f (so f(0) need not be 0). `loads` reads the inputs at an offset and a lane count.
+template <typename T, typename Load, typename F>
+double sum_over(int64_t n, Load loads, F f) {
+  constexpr int64_t W = Vec<T>::size();
+  double total = 0;
+  int64_t i = 0;
+  while (i + W <= n) {
+    const int64_t block_end = std::min(n - (n - i) % W, i + kFlush);
+    Vec<T> acc0(T(0)), acc1(T(0));
+    for (; i + 2 * W <= block_end; i += 2 * W) {
+      acc0 = acc0 + f(loads(i, W));
+      acc1 = acc1 + f(loads(i + W, W));
+    }
+    for (; i + W <= block_end; i += W) acc0 = acc0 + f(loads(i, W));
+    total += lane_sum<T>(acc0 + acc1);
+  }
+  if (i < n) {
+    const int64_t tail = n - i;
+    total += lane_sum<T>(Vec<T>::set(Vec<T>(T(0)), f(loads(i, tail)), tail));
+  }
+  return total;
+}
+
+// The largest element of x[0, n) (-inf for n = 0); NaN is skipped as `a > b ? a : b` skips it.
+template <typename T>
+T max_of(const T* x, int64_t n) {
+  constexpr int64_t W = Vec<T>::size();
+  const T lowest = -std::numeric_limits<T>::infinity();
+  Vec<T> acc(lowest);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) acc = at::vec::maximum(acc, Vec<T>::loadu(x + i));
+  T lanes[W];
+  acc.store(lanes);
+  T m = lowest;
+  for (int64_t j = 0; j < W; ++j) m = lanes[j] > m ? lanes[j] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// out[i] = f(vectors of the inputs at i) for i < n, tail included (partial loads and stores).
+template <typename T, typename Load, typename F>
+void for_each_vec(int64_t n, T* out, Load loads, F f) {
+  constexpr int64_t W = Vec<T>::size();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(loads(i, W)).store(out + i);
+  if (i < n) f(loads(i, n - i)).store(out + i, n - i);
+}
+
+// ---- GELU: kwb_gelu.cuh's formulas, a vector at a time ------------------------------------
+
+// erf: for float, Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as ATen's Vectorized<float>::erf)
+// with ATen's faster exp (exp_u20, 20 ulp: 1.2e-6 of a term at most 0.56); eager's GELU runs
+// oneDNN's erf form, 2x ATen's Vectorized erf (56 us against 110 us at 256x1024 on the 2-core
+// machine). For double, SLEEF's erf (1 ulp), as eager's.
+template <typename T>
+Vec<T> erf_vec(const Vec<T>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Vec<T> one(1.f), t = one / at::vec::fmadd(Vec<T>(0.3275911f), x.abs(), one);
+    Vec<T> r = at::vec::fmadd(Vec<T>(1.061405429f), t, Vec<T>(-1.453152027f));
+    r = at::vec::fmadd(r, t, Vec<T>(1.421413741f));
+    r = at::vec::fmadd(r, t, Vec<T>(-0.284496736f));
+    r = at::vec::fmadd(r, t, Vec<T>(0.254829592f));
+    const Vec<T> e = (Vec<T>(0.f) - x * x).exp_u20();
+    return (one - r * t * e).copysign(x);
+  } else {
+    return x.erf();
+  }
+}
+
+// f(std::true_type) for the tanh form, f(std::false_type) for erf: the form is a template
+// argument, so each loop holds one formula and no branch.
+template <typename F>
+void with_gelu_form(bool tanh_form, F f) {
+  if (tanh_form) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+template <bool kTanh, typename T>
+Vec<T> gelu_vec(const Vec<T>& v) {
+  const Vec<T> one(T(1));
+  if constexpr (kTanh) {  // v * sigmoid(2u) = v / (1 + exp(-2u)): one exp, no cancellation
+    const Vec<T> u = Vec<T>(T(0.7978845608028654)) * (v + Vec<T>(T(0.044715)) * v * v * v);
+    return v / (one + (Vec<T>(T(-2)) * u).exp());
+  }
+  return Vec<T>(T(0.5)) * v * (one + erf_vec(v * Vec<T>(T(0.7071067811865476))));
+}
+
+template <bool kTanh, typename T>
+Vec<T> gelu_grad_vec(const Vec<T>& v) {
+  const Vec<T> one(T(1));
+  if constexpr (kTanh) {
+    const Vec<T> u = Vec<T>(T(0.7978845608028654)) * (v + Vec<T>(T(0.044715)) * v * v * v);
+    const Vec<T> du = Vec<T>(T(0.7978845608028654)) * (one + Vec<T>(T(3 * 0.044715)) * v * v);
+    const Vec<T> s = one / (one + (Vec<T>(T(-2)) * u).exp());
+    return s + v * s * (one - s) * Vec<T>(T(2)) * du;
+  }
+  return Vec<T>(T(0.5)) * (one + erf_vec(v * Vec<T>(T(0.7071067811865476)))) +
+         v * (Vec<T>(T(-0.5)) * v * v).exp() * Vec<T>(T(0.3989422804014327));
+}
+
+// ---- Column sums over a block of rows, for the parameters' gradients ----------------------
+
+// Rows [0, rows) split into at most `max_blocks` equal blocks of at least `grain` rows: each
+// block sums its columns into its own buffer and the buffers are added in block order, so the
+// result is the same on every run with the same thread count (no atomics).
+struct RowBlocks {
+  int64_t count, rows_per_block;
+  RowBlocks(int64_t rows, int64_t grain, int64_t max_blocks) {
+    count = std::max<int64_t>(1, std::min<int64_t>(max_blocks, (rows + grain - 1) / std::max<int64_t>(grain, 1)));
+    rows_per_block = (rows + count - 1) / count;
+  }
+};
+
+// out[c] = sum over blocks b of partial[b * cols + c], in block order.
+template <typename T>
+void add_blocks(const T* partial, int64_t blocks, int64_t cols, T* out) {
+  for (int64_t c = 0; c < cols; ++c) out[c] = T(0);
+  for (int64_t b = 0; b < blocks; ++b)
+    at::vec::map2([](Vec<T> a, Vec<T> p) { return a + p; }, out, out, partial + b * cols, cols);
+}
+
+}  // namespace kwb
