@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import api, removal
+from .resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
 from .entries import Entry, Version
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -148,16 +149,35 @@ def _info_json(e: Entry) -> dict:
         if m is None:
             data["builds"].append({"version": v.name, "device": v.device, "sources": None, "headers": None, "base": None,
                                    "key": None, "cflags": None, "cuda_cflags": None, "ldflags": None, "archs": None,
-                                   "versions": None, "compilers": None, "build_log": None, "build_seconds": None})
+                                   "versions": None, "compilers": None, "build_log": None, "build_seconds": None,
+                                   "functions": None})
             continue
+        functions = functions_of(m.resources)
         data["builds"].append({"version": v.name, "device": v.device, "sources": m.sources, "headers": m.headers,
                                "base": m.base, "key": m.key, "cflags": m.flags("cflags"), "cuda_cflags": m.flags("cuda_cflags"),
                                "ldflags": m.flags("ldflags"), "archs": m.archs, "versions": m.versions,
-                               "compilers": m.compilers, "build_log": m.build_log, "build_seconds": m.build_seconds})
+                               "compilers": m.compilers, "build_log": m.build_log, "build_seconds": m.build_seconds,
+                               "functions": [dict(f.to_dict(), max_threads_per_block=f.max_threads_per_block())
+                                             for f in functions]})
     if e.ninja:
         data["build_ninja"] = e.ninja
     data["files"] = _files(e)
     return data
+
+
+def resource_table(functions: list[FunctionResources], indent: int = 0) -> Table:
+    """Each GPU function's resource use, a row each; a spill in red."""
+    t = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0))
+    if indent:
+        t.add_column("", width=indent - 1)
+    for col in TABLE_COLUMNS:
+        t.add_column(col, justify="left" if col == "function" else "right")
+    for f, row in zip(functions, table_rows(functions)):
+        cells = [escape(c) for c in row]
+        if f.spills:
+            cells[3] = f"[red]{cells[3]}[/]"
+        t.add_row(*([""] if indent else []), *cells)
+    return t
 
 
 def _files(e: Entry) -> list[dict]:
@@ -208,6 +228,9 @@ def info_cmd(names, root, force, as_json) -> None:
                 out.print(f"    nvcc     {escape(' '.join(b['cuda_cflags']))}")
             out.print(f"    ldflags  {escape(' '.join(b['ldflags'] or []))}")
             out.print(f"    log      {escape(str(b['build_log']))}")
+            if b["functions"]:
+                out.print("    GPU functions (registers a thread, spilled bytes, stack and static shared memory in bytes):")
+                out.print(resource_table([FunctionResources.from_dict(f) for f in b["functions"]], indent=4))
         if e.ninja:
             for s in e.ninja.get("sources", []):
                 out.print(f"  source   {escape(s)}")

@@ -8,7 +8,7 @@ never as a half-filled object. No torch import here.
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from .fsutil import atomic_write_text
@@ -42,6 +42,8 @@ class Manifest:
     build_log: str
     warnings: int = 0
     binding: str = "kwb"    # how it binds to Python: "kwb", "pybind" or "torch_library"
+    # {"functions": [...]}: each GPU function's registers, spills, shared memory (cache_tools.resources)
+    resources: dict = field(default_factory=dict)
     format: int = FORMAT
 
     @property
@@ -71,7 +73,7 @@ class Manifest:
         values = {}
         for f in fields(cls):
             if f.name not in data:
-                if f.default is not MISSING:  # a field newer than the manifest: its default
+                if f.default is not MISSING or f.default_factory is not MISSING:  # newer than the manifest: its default
                     continue
                 return None
             value = data[f.name]

@@ -20,6 +20,8 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 DEVICES = click.Choice(["cpu", "cuda"])
 
+from cache_tools.resources import functions_of  # noqa: E402  (no torch, no rich: cheap)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kwb")
@@ -106,6 +108,11 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         k = loaded.kernel
         how = f"built in {k.build.manifest.build_seconds:.1f} s" if k.build.compiled else "cached"
         out.print(f"[green]✓[/] {loaded.name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
+        functions = functions_of(k.build.manifest.resources)
+        if verbose and functions:
+            from cache_tools.cli import resource_table
+
+            out.print(resource_table(functions, indent=2))
 
     start = time.monotonic()
     try:

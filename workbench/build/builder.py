@@ -20,9 +20,10 @@ from pathlib import Path
 from cache_tools import layout
 from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
 from cache_tools.manifest import Manifest
+from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
-from . import light_headers, notices, pch, toolchain
+from . import light_headers, notices, pch, resources, toolchain
 from .errors import BuildError, ToolchainError
 from .feedback import BuildFeedback
 from .locking import BuildLock
@@ -125,6 +126,8 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
             # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is
             # -O3 in cicc and ptxas regardless (benchmarks/reference/workbench_choices.md).
             cuda_cflags = ["-O1", "-std=c++17", *common, "-lineinfo"]
+        # ptxas's report of each kernel's registers, spills and shared memory (build/resources.py)
+        cuda_cflags += resources.NVCC_FLAGS
         lib64 = home / "lib64" if (home / "lib64").exists() else home / "lib"
         ldflags += ["-lc10_cuda", f"-L{lib64}", "-lcudart"]
         if source.torch_style or cuda_includes_torch:
@@ -394,13 +397,18 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
     atomic_copy(build_dir / plan.library, library)
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
+    functions = resources.collect(build_dir, plan.steps, output) if config.nvcc else []
+    for f in functions:
+        if f.spills:
+            notices.say(f"kwb: {source.name}: {short_name(f.name)} ({f.arch}) spills registers to local memory: "
+                        f"{f.spill_stores} bytes stored, {f.spill_loads} loaded a thread ({f.registers} registers)")
     manifest = Manifest(
         name=source.name, kind=source.kind, ident=source.ident, device=config.device, folder=str(source.folder),
         base=base, key=key, library=library.name, library_size=library.stat().st_size,
         library_sha256=sha256_file(library), sources=src_hashes, headers=headers, config=config.fingerprint(),
         compilers={"cxx": config.cxx, "nvcc": config.nvcc}, built_at=time.time(),
         build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings),
-        binding=source.binding)
+        binding=source.binding, resources={"functions": [f.to_dict() for f in functions]} if functions else {})
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
     manifest.write(manifest_path)  # last: marks the build whole
     _record_inputs(build_dir, plan, deps)

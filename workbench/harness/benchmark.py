@@ -29,8 +29,11 @@ from typing import Callable
 
 import torch
 
+from cache_tools.resources import functions_of
+
 from ..build import device as devices
-from . import results, timing
+from ..build import notices
+from . import launches, results, timing
 from .cases import (Case, as_list, case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device,
                     new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
                     tolerance_for)
@@ -143,11 +146,12 @@ def _compiled(fn: Callable) -> Callable:
 # ---- rows ------------------------------------------------------------------------------------
 
 
-def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str = "ok") -> dict:
+def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str = "ok", launch: dict | None = None) -> dict:
     s = plan.session
     row = dict.fromkeys(results.BENCH_COLUMNS)  # every column, None where nothing was measured
     row.update(kernel=case.kernel, op=case.op, provider=provider, dtype=dtype_name(case.dtype), shape="x".join(map(str, case.shape)),
                numel=numel(case.shape), method=method, status=status, ceiling_gbps=round(s.ceiling / 1e9, 1), **s.env.columns())
+    row.update(launch or {})
     if stats is None:
         return row
     sec = stats.median
@@ -222,6 +226,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
                     rows.append(_row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}"))
                     continue
                 s.seconds[phase] += time.perf_counter() - started
+                launch = _launch_columns(case, fn) if provider == KWB and s.device == devices.CUDA else None
                 started, phase = time.perf_counter(), "samples"
                 stats = timing.measure(functools.partial(fn, *case.args), s.timer, **s.limits)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
@@ -230,7 +235,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
         finally:
             s.seconds[phase] += time.perf_counter() - started
             plan.advance()
-        rows.append(_row(case, provider, s.timer.method, stats, plan))
+        rows.append(_row(case, provider, s.timer.method, stats, plan, launch=launch))
         timed[provider] = (fn, stats.median)
     fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
     if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
@@ -239,6 +244,17 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
         s.seconds["graphs"] += time.perf_counter() - started
     _add_speedups(rows, vendor)
     return rows
+
+
+def _launch_columns(case: Case, fn: Callable) -> dict:
+    """What one call of the kwb op launched (block, registers, shared memory, occupancy), or
+    nothing where the profiler is not there to ask: the columns stay blank, the row is timed."""
+    try:
+        with torch.no_grad():
+            return launches.bench_columns(launches.profile(fn, case.args), case.functions, launches.device_arch())
+    except Exception as e:  # profiler unavailable (CUPTI missing, another profiler running)
+        notices.once("bench-launches", f"kwb bench: no launch columns (block, registers, occupancy): {error_text(e)}")
+        return {}
 
 
 def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
@@ -302,6 +318,7 @@ def _kernel_case(kernel, op: OpSpec, device: str, dtype, size, seed: int, train:
     s = case_seed(seed, name, dtype_name(dtype), size)
     gen = torch.Generator().manual_seed(s)
     case = Case(kernel.name, name, providers[KWB], op.reference, (), dtype, tuple(size), s, op.tolerance(dtype))
+    case.functions = tuple(functions_of(kernel.build.manifest.resources)) if device == devices.CUDA else ()
     case.args = tuple(op.make_inputs(size, dtype, device, gen))
     tol = case.tolerance
     if train:  # every provider (and the float64 reference) runs forward + backward

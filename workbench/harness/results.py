@@ -28,6 +28,8 @@ BENCH_COLUMNS = [
     "median_us", "p20_us", "p80_us", "samples",
     "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_vendor", "status",
     "ceiling_gbps", "device", "device_name", "torch", "cuda", "kwb_version", "timestamp", "run_id",
+    # kwb rows on a GPU: the longest kwb kernel one call launched, as launched (harness/launches.py)
+    "gpu_kernel", "block", "registers", "smem_bytes", "spill_bytes", "occupancy_pct",
 ]
 CHECK_COLUMNS = [
     "kernel", "op", "what", "dtype", "shape", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol",
@@ -42,7 +44,8 @@ SCHEMAS = {"bench.csv": BENCH_COLUMNS, "check.csv": CHECK_COLUMNS, "check_errors
 
 _FLOATS = {"median_us", "p20_us", "p80_us", "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_vendor",
            "ceiling_gbps", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol", "log10_lo", "log10_hi"}
-_INTS = {"numel", "samples", "mismatched", "count", "seed"}
+_INTS = {"numel", "samples", "mismatched", "count", "seed", "registers", "smem_bytes", "spill_bytes"}
+_FLOATS |= {"occupancy_pct"}
 
 
 class SchemaError(KwbError):
@@ -133,7 +136,9 @@ def append(path: Path, rows: list[dict], columns: list[str] | None = None) -> Pa
     if path.exists() and path.stat().st_size > 0:
         with open(path, newline="") as f:
             header = next(csv.reader(f), [])
-        if header != columns:
+        if header != columns and header == columns[: len(header)]:
+            _add_columns(path, columns)  # a file from before newer columns: the same rows, blank there
+        elif header != columns:
             missing = [c for c in columns if c not in header]
             extra = [c for c in header if c not in columns]
             raise SchemaError(f"{path} has another header than kwb's {path.name} schema "
@@ -154,6 +159,21 @@ def append(path: Path, rows: list[dict], columns: list[str] | None = None) -> Pa
     with open(path, "a", newline="") as f:
         f.write(buf.getvalue())
     return path
+
+
+def _add_columns(path: Path, columns: list[str]) -> None:
+    """Rewrite a CSV whose header is the schema's first columns with the whole schema (the new
+    columns blank), in one atomic replace: no row is lost if this is cut short."""
+    from cache_tools.fsutil import atomic_write_text
+
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({c: row.get(c, "") for c in columns})
+    atomic_write_text(path, buf.getvalue())
 
 
 def _parse(column: str, text: str):

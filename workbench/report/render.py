@@ -124,12 +124,24 @@ BENCH_HEADERS = ["op", "dtype", "size", "provider", "method", "median us (p20-p8
 NOISY = 0.5  # p20-p80 wider than half the median: the row says so
 
 
+LAUNCH_HEADERS = ["regs", "occupancy %"]  # GPU rows of kwb: the launch of its longest kernel
+
+
 def _headers(rows) -> list[str]:
     vendor = any(r.get("speedup_vs_vendor") is not None for r in rows)
-    return BENCH_HEADERS + (["× vendor"] if vendor else [])
+    launch = any(r.get("registers") is not None for r in rows)
+    return BENCH_HEADERS + (["× vendor"] if vendor else []) + (LAUNCH_HEADERS if launch else [])
 
 
-def bench_cells(r: dict, vendor: bool = False) -> list[str]:
+def launch_cells(r: dict) -> list[str]:
+    """Registers a thread (spilled bytes flagged) and the theoretical occupancy of the row's launch."""
+    regs = "" if r.get("registers") is None else str(r["registers"])
+    if r.get("spill_bytes"):
+        regs += f" SPILLS {r['spill_bytes']} B"
+    return [regs, _fmt(r.get("occupancy_pct"), ".0f")]
+
+
+def bench_cells(r: dict, vendor: bool = False, launch: bool = False) -> list[str]:
     if r.get("median_us") is None:
         timing = r["status"]
     else:
@@ -139,7 +151,7 @@ def bench_cells(r: dict, vendor: bool = False) -> list[str]:
     cells = [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
              timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
              _fmt(r.get("speedup_vs_eager"), ".2f"), _fmt(r.get("speedup_vs_compile"), ".2f")]
-    return cells + ([_fmt(r.get("speedup_vs_vendor"), ".2f")] if vendor else [])
+    return cells + ([_fmt(r.get("speedup_vs_vendor"), ".2f")] if vendor else []) + (launch_cells(r) if launch else [])
 
 
 def bench_header(env, ceiling_gbps) -> str:
@@ -154,7 +166,7 @@ def bench_table(rows: list[dict], title: str = ""):
     for h in headers:
         table.add_column(h, justify="left" if h in ("op", "dtype", "size", "provider", "method") else "right")
     for r in rows:
-        cells = bench_cells(r, len(headers) > len(BENCH_HEADERS))
+        cells = bench_cells(r, "× vendor" in headers, LAUNCH_HEADERS[0] in headers)
         if r["provider"] == "kwb":
             cells = [f"[bold]{c}[/]" for c in cells]
         table.add_row(*cells)
@@ -164,7 +176,7 @@ def bench_table(rows: list[dict], title: str = ""):
 def bench_text(report) -> str:
     headers = _headers(report.rows)
     lines = [bench_header(report.env, report.ceiling / 1e9), " | ".join(headers)]
-    lines += [" | ".join(bench_cells(r, len(headers) > len(BENCH_HEADERS))) for r in report.rows]
+    lines += [" | ".join(bench_cells(r, "× vendor" in headers, LAUNCH_HEADERS[0] in headers)) for r in report.rows]
     return "\n".join(lines)
 
 
@@ -175,7 +187,7 @@ def bench_markdown(rows: list[dict], env=None) -> str:
     headers = _headers(rows)
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in rows:
-        cells = bench_cells(r, len(headers) > len(BENCH_HEADERS))
+        cells = bench_cells(r, "× vendor" in headers, LAUNCH_HEADERS[0] in headers)
         if r["provider"] == "kwb":
             cells = [f"**{c}**" if c else c for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
