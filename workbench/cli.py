@@ -261,7 +261,8 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Append the rows to OUT/<device>/bench.csv (e.g. --out benchmarks/results).")
 @click.option("--no-graphs", is_flag=True, help="Skip CUDA-graph timings of sizes under ~10 us.")
-def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path | None, no_graphs) -> None:
+@click.option("--no-launches", is_flag=True, help="Skip profiling one call of each kwb row on a GPU (its kernel, block, registers, occupancy columns).")
+def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path | None, no_graphs, no_launches) -> None:
     """Time kernels (default: every shipped one) beside eager PyTorch and torch.compile.
 
     CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
@@ -280,7 +281,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
         if dev not in sessions:
             sessions[dev] = benching.new_session(dev)
         report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
-                                graphs=not no_graphs, session=sessions[dev], backward=backward)
+                                graphs=not no_graphs, session=sessions[dev], backward=backward, launches=not no_launches)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
         if out_dir is not None:
             out.print(f"appended {len(report.rows)} rows to {report.save(out_dir)}")

@@ -122,6 +122,7 @@ class Plan:
     baselines: tuple[str, ...] = BASELINES
     graphs: bool = True  # also time CUDA-graph replays of sizes under timing.GRAPH_THRESHOLD_US
     progress: Callable[[], None] | None = None  # called once per provider measured
+    launches: bool = True  # profile one call of each kwb row on a GPU for its launch columns
 
     def advance(self, n: int = 1) -> None:
         for _ in range(n if self.progress else 0):
@@ -226,7 +227,12 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
                     rows.append(_row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}"))
                     continue
                 s.seconds[phase] += time.perf_counter() - started
-                launch = _launch_columns(case, fn) if provider == KWB and s.device == devices.CUDA else None
+                if provider == KWB and s.device == devices.CUDA and plan.launches:
+                    started, phase = time.perf_counter(), "launches"
+                    launch = _launch_columns(case, fn)
+                    s.seconds[phase] += time.perf_counter() - started
+                else:
+                    launch = None
                 started, phase = time.perf_counter(), "samples"
                 stats = timing.measure(functools.partial(fn, *case.args), s.timer, **s.limits)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
@@ -403,7 +409,7 @@ def _bench_function(fn, reference, inputs, label, name, bytes_moved, flops, tole
 def bench(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, sizes=None,
           sweep: bool = False, baselines=None, graphs: bool = True, bytes_moved=None, flops=None, tolerance=None,
           name: str | None = None, label: str = KWB, seed: int | None = None, session: Session | None = None,
-          progress: Callable[[], None] | None = None, backward: bool = False) -> BenchReport:
+          progress: Callable[[], None] | None = None, backward: bool = False, launches: bool = True) -> BenchReport:
     """Time a kernel (or a function) beside its baselines; returns a BenchReport.
 
     target: a kernel name or folder, a loaded Kernel, or a function (then give `inputs`, and
@@ -413,6 +419,8 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         bench_sizes for the device; sweep=True: its sweep_sizes).
     baselines: any of "eager", "compile", "vendor" (a list or "eager,compile"); "none" for none.
     graphs: also time CUDA-graph replays for sizes under ~10 us.
+    launches: on a GPU, profile one call of each kwb row (not timed, but seconds a row on the
+        H100 machine) for its launch columns: kernel, block, registers, occupancy.
     backward: also time each op that has gradients as a training step, forward then backward
         of a random output gradient, beside eager and torch.compile doing the same (rows whose
         op is "<op> fwd+bwd"; the step's outputs and gradients are validated first).
@@ -429,12 +437,13 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         if inputs is None:
             raise ValueError("inputs: timing a function needs inputs=: a tuple of arguments, or a list of them")
         first = first_tensor(input_sets(inputs)[0])
-        plan = Plan(session or Session(str(first.device.type) if first is not None else devices.CPU), chosen, graphs, progress)
+        plan = Plan(session or Session(str(first.device.type) if first is not None else devices.CPU), chosen, graphs, progress,
+                    launches)
         rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"),
                                bytes_moved, flops, tolerance, plan)
         return BenchReport(plan.session.env, plan.session.ceiling, rows)
     kernel, device = kernel_and_device(target, device)
-    plan = Plan(session or Session(device), chosen, graphs, progress)
+    plan = Plan(session or Session(device), chosen, graphs, progress, launches)
     rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, seed, backward, plan)
     return BenchReport(plan.session.env, plan.session.ceiling, rows)
 
