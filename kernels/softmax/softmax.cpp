@@ -51,12 +51,15 @@ at::Tensor softmax_cpu(const at::Tensor& x) {
         // A NaN element makes its row's sum NaN, so the row comes out NaN as PyTorch's does
         // (and all -inf gives exp(NaN) = NaN, as PyTorch's).
         const Vec m(kwb::max_of(xr, cols));
-        // exp_u20: ATen's faster exp (20 ulp) for float, SLEEF's 1-ulp one for double
-        kwb::for_each_vec(cols, yr, [=](int64_t c, int64_t n) { return Vec::loadu(xr + c, n); },
-                          [=](Vec v) { return (v - m).exp_u20(); });
-        // a sum flushed to double: an fp32 one summed in order drifts (kernels/softmax/NOTES.md)
-        const double s = kwb::sum_over<scalar_t>(cols, [=](int64_t c, int64_t n) { return Vec::loadu(yr + c, n); },
-                                                 [](Vec v) { return v; });
+        // exp written and summed in one pass; exp_u20: ATen's faster exp (20 ulp) for float,
+        // SLEEF's 1-ulp one for double; the sum flushed to double, as an fp32 one summed in
+        // order drifts (kernels/softmax/NOTES.md)
+        const double s = kwb::sum_over<scalar_t>(cols, [=](int64_t c, int64_t n) { return std::make_pair(c, n); },
+                                                 [=](std::pair<int64_t, int64_t> at) {
+                                                   const Vec e = (Vec::loadu(xr + at.first, at.second) - m).exp_u20();
+                                                   e.store(yr + at.first, at.second);
+                                                   return e;
+                                                 });
         const Vec inv(static_cast<scalar_t>(1.0 / s));
         at::vec::map([=](Vec v) { return v * inv; }, yr, yr, cols);
       }
