@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import shutil
 import sys
@@ -42,6 +43,11 @@ def inside(path: Path, root: Path) -> bool:
     return path.name not in ("", ".", "..") and real.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
+# Files that make a folder a project (whose build/ may hold a build.ninja), not a cache.
+PROJECT_MARKERS = {".git", "setup.py", "pyproject.toml", "setup.cfg", "CMakeLists.txt", "Makefile", "meson.build",
+                   "package.json", "Cargo.toml", ".hg", "requirements.txt"}
+
+
 def looks_like_cache(root: Path) -> bool:
     """An extensions cache: named like one, holding kwb's files, or holding entries / tag
     folders and little else."""
@@ -53,6 +59,8 @@ def looks_like_cache(root: Path) -> bool:
         return False
     if not names or layout.TOOL_VERSIONS in names or layout.TRASH_DIR in names:
         return True
+    if PROJECT_MARKERS & set(names):  # a project's own build/ holds build.ninja too: never a cache
+        return False
     known = other = 0
     for n in names:
         p = root / n
@@ -261,6 +269,11 @@ def plan_clean(entries: list[Entry]) -> list[Removal]:
     return [Removal(e, None, e.size, "asked for") for e in entries]
 
 
+# Whole builds (a load takes a fresh one; stale and orphaned ones are whole, only out of date);
+# a "broken" version (no manifest, a damaged one, a library cut short) never loads.
+LOADABLE = ("fresh", "stale", "orphaned")
+
+
 def parse_age(text: str) -> float:
     """'30d', '12h', '90m', '45s', '2w' -> seconds."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -271,6 +284,8 @@ def parse_age(text: str) -> float:
         n = float(t[:-1])
     except ValueError:
         raise ValueError(f"--older-than: expected a number and a unit (s, m, h, d, w), e.g. 30d; got {text!r}") from None
+    if not math.isfinite(n):  # float() takes 'nan' and 'inf': no age compares with NaN
+        raise ValueError(f"--older-than must be a finite number and a unit, e.g. 30d; got {text!r}")
     if n < 0:
         raise ValueError(f"--older-than must not be negative, got {text!r}")
     return n * units[t[-1]]
@@ -287,6 +302,8 @@ def parse_size(text: str) -> int:
         n = float(t)
     except ValueError:
         raise ValueError(f"--max-size: expected a size such as 2G, 500M or 100K; got {text!r}") from None
+    if not math.isfinite(n):  # int(inf) raised OverflowError
+        raise ValueError(f"--max-size must be a finite size such as 2G, got {text!r}")
     if n < 0:
         raise ValueError(f"--max-size must not be negative, got {text!r}")
     return int(n * mult)
@@ -318,9 +335,12 @@ def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: 
             for v in e.versions:
                 by_device.setdefault(v.device, []).append(v)
             for device, vs in by_device.items():
-                vs.sort(key=lambda v: (v.built or 0, v.number), reverse=True)
+                # loadable versions first: keeping the newest N must never keep a library with
+                # no manifest (a killed build's) in place of the only build a load can use
+                vs.sort(key=lambda v: (v.state in LOADABLE, v.built or 0, v.number), reverse=True)
                 for v in vs[keep_latest:]:
-                    parts.append(Removal(e, v, v.size, f"older than the newest {keep_latest}"))
+                    why = f"older than the newest {keep_latest}" if v.state in LOADABLE else f"not loadable ({v.state})"
+                    parts.append(Removal(e, v, v.size, why))
     if max_size is not None:
         removed = {id(r.entry) for r in whole.values()}
         left = sum(e.size for e in entries if id(e) not in removed) - sum(r.bytes for r in parts)

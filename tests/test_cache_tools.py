@@ -414,6 +414,8 @@ def test_prune_by_versions_age_and_size(cache):
     res = run("prune", "--max-size", "0", root=cache)
     assert res.exit_code == 0 and listing(cache) == {}
     for bad, msg in ((["--older-than", "soon"], "--older-than"), (["--max-size", "lots"], "--max-size"),
+                     (["--older-than", "nand"], "finite"), (["--older-than", "infd"], "finite"),
+                     (["--max-size", "inf"], "finite"), (["--max-size", "nanG"], "finite"),
                      (["--keep-latest", "0"], "at least 1"), ([], "say what to prune")):
         res = run("prune", *bad, root=cache)
         assert res.exit_code == 2 and msg in res.output, res.output
@@ -432,6 +434,29 @@ def test_symlinks_are_removed_as_links_never_followed(cache, tmp_path):
     assert (outside / "data.txt").read_text() == "keep me"
     assert not (cache / "linked").exists() and not (cache / "linked").is_symlink()
     assert listing(cache) == {}
+
+
+def test_keep_latest_keeps_the_newest_loadable_build_not_a_newer_library_without_manifest(cache):
+    entry = tiny_entry(cache)
+    (so,) = entry.glob("*.so")
+    orphan = entry / so.name.replace(so.name.split(".")[2], "0" * 12)  # a killed build's library
+    shutil.copy2(so, orphan)
+    later = so.stat().st_mtime + 3600
+    os.utime(orphan, (later, later))
+    res = run("prune", "--keep-latest", "1", root=cache)
+    assert res.exit_code == 0, res.output
+    assert so.exists() and not orphan.exists(), res.output
+    assert "not loadable" in res.output and listing(cache)["tiny"]["state"] == "fresh"
+
+
+def test_a_project_with_build_ninja_in_its_build_folder_is_not_a_cache(tmp_path):
+    project = tmp_path / "proj"
+    for rel in ("build/build.ninja", "build/foo.o", "setup.py"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text("x")
+    res = run("clean", "--all", root=project)
+    assert res.exit_code == 2 and "does not look like an extensions cache" in res.output
+    assert (project / "build" / "build.ninja").exists()
 
 
 def test_roots_that_are_not_an_extensions_cache_are_refused(tmp_path, cache):

@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import workbench as wb
+from workbench.build import kernel as kernel_module
 from workbench.spec import numel
 
 KERNELS = wb.list_kernels()
@@ -98,7 +99,7 @@ def _opcheck(name: str, device: str, dtype: torch.dtype) -> None:
     assert calls, f"{name}: no op of {k.namespace} ran"
     for func, args, kwargs in calls:
         # autograd is registered on the forward ops: opcheck tests it with inputs that need grad
-        differentiable = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "Autograd")
+        differentiable = kernel_module.differentiable(func.name())
         args = tuple(a.clone().requires_grad_(differentiable and a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
         torch.library.opcheck(func, args, kwargs)

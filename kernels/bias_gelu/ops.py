@@ -31,12 +31,12 @@ def register(ops):
     global _ops
     _ops = ops
 
-    @torch.library.register_fake(ops.qualname("bias_gelu"))
+    @ops.register_fake("bias_gelu")
     def _(x, bias, approximate="none"):
         _check_bias("bias_gelu", x, bias)
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
-    @torch.library.register_fake(ops.qualname("bias_gelu_backward"))
+    @ops.register_fake("bias_gelu_backward")
     def _(grad, x, bias, approximate="none"):
         _check_bias("bias_gelu_backward", x, bias)
         return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(bias.shape, dtype=bias.dtype, device=bias.device)

@@ -69,14 +69,14 @@ def register(ops):
         def fake(x, weight, bias, approximate="none", name=name):
             _check(name, x, weight, bias)
             return _out(x, weight)
-        torch.library.register_fake(ops.qualname(name), fake)
+        ops.register_fake(name, fake)
 
-    @torch.library.register_fake(ops.qualname("linear_gelu_forward"))
+    @ops.register_fake("linear_gelu_forward")
     def _(x, weight, bias, approximate="none"):
         _check("linear_gelu_forward", x, weight, bias)
         return _out(x, weight), _out(x, weight)
 
-    @torch.library.register_fake(ops.qualname("linear_gelu_backward"))
+    @ops.register_fake("linear_gelu_backward")
     def _(grad, x, weight, pre, approximate="none"):
         _check("linear_gelu_backward", x, weight)
         return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[:1])

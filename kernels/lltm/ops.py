@@ -37,7 +37,7 @@ def register(ops):
     global _ops
     _ops = ops
 
-    @torch.library.register_fake(ops.qualname("lltm_forward"))
+    @ops.register_fake("lltm_forward")
     def _(input, weights, bias, old_h, old_cell):
         batch, state = old_h.shape
         torch._check(weights.shape == (3 * state, state + input.shape[1]),
@@ -46,7 +46,7 @@ def register(ops):
             return torch.empty(shape, dtype=input.dtype, device=input.device)
         return new(batch, state), new(batch, state), new(batch, state + input.shape[1]), new(batch, 3 * state)
 
-    @torch.library.register_fake(ops.qualname("lltm_backward"))
+    @ops.register_fake("lltm_backward")
     def _(grad_h, grad_cell, X, gates, weights, bias, old_cell):
         def new(t):
             return torch.empty(t.shape, dtype=t.dtype, device=t.device)

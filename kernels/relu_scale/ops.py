@@ -26,12 +26,12 @@ def register(ops):
     global _ops
     _ops = ops
 
-    @torch.library.register_fake(ops.qualname("relu_scale"))
+    @ops.register_fake("relu_scale")
     def _(x, alpha):
         # Outputs are always contiguous (non-contiguous inputs are copied first).
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
-    @torch.library.register_fake(ops.qualname("relu_scale_backward"))
+    @ops.register_fake("relu_scale_backward")
     def _(grad, x, alpha):
         return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 

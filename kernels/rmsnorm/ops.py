@@ -36,13 +36,13 @@ def register(ops):
     global _ops
     _ops = ops
 
-    @torch.library.register_fake(ops.qualname("rmsnorm_forward"))
+    @ops.register_fake("rmsnorm_forward")
     def _(x, weight, eps=1e-6):
         _check("rmsnorm_forward", x, weight)
         stat = torch.float64 if x.dtype == torch.float64 else torch.float32
         return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty(x.shape[:-1], dtype=stat, device=x.device)
 
-    @torch.library.register_fake(ops.qualname("rmsnorm_backward"))
+    @ops.register_fake("rmsnorm_backward")
     def _(grad, x, weight, rstd):
         _check("rmsnorm_backward", x, weight)
         return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight)

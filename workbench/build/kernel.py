@@ -7,8 +7,10 @@ fresh ops beside the old ones, and whoever holds the old Kernel object keeps wor
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import threading
@@ -29,6 +31,23 @@ _handles: list[ctypes.CDLL] = []  # loaded libraries stay loaded (their ops are 
 _lock = threading.Lock()
 
 
+def _check_one_device(op: str, signature: inspect.Signature, args, kwargs) -> None:
+    """RuntimeError naming the arguments when the tensors among them are on different devices."""
+    try:
+        bound = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = {f"argument {i}": a for i, a in enumerate(args)}
+    devices: dict[str, str] = {}
+    for name, value in bound.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in items:
+            if isinstance(item, torch.Tensor):
+                devices.setdefault(name, str(item.device))
+    if len(set(devices.values())) > 1:
+        where = ", ".join(f"{name}: {device}" for name, device in devices.items())
+        raise RuntimeError(f"{op}: every tensor argument must be on one device, got {where}")
+
+
 class OpNamespace:
     """What ops.py's register() receives: the ops of one loaded build, `ops.relu_scale`."""
 
@@ -38,6 +57,24 @@ class OpNamespace:
     def qualname(self, op: str) -> str:
         """'relu_scale' -> 'kwb_relu_scale_1a2b3c4d5e6f::relu_scale', for torch.library calls."""
         return f"{self.namespace}::{op}"
+
+    def register_fake(self, op: str, fake=None):
+        """torch.library.register_fake for this build's `op` (as a decorator, or with the fake),
+        which first checks that every tensor argument is on one device: a CPU tensor beside a
+        meta one dispatches to the fake, which would hand back an uninitialised CPU tensor."""
+
+        def register(fn):
+            signature = inspect.signature(fn)
+
+            @functools.wraps(fn)
+            def checked(*args, **kwargs):
+                _check_one_device(op, signature, args, kwargs)
+                return fn(*args, **kwargs)
+
+            torch.library.register_fake(self.qualname(op), checked)
+            return fn
+
+        return register if fake is None else register(fake)
 
     def __getattr__(self, op: str):
         if op.startswith("__"):
@@ -226,7 +263,48 @@ def _register_ops_py(source: KernelSource, namespace: str) -> tuple[ModuleType |
         if functions is not None and not isinstance(functions, dict):
             raise LoadError(f"{source.ops_file}: register(ops) returned {type(functions).__name__}; it must "
                             "return None or a dict of public functions, {'name': function}")
+    _refuse_missing_derivatives(namespace)
     return ops_module, functions
+
+
+def _refuse_missing_derivatives(namespace: str) -> None:
+    """An autograd kernel that raises, for each op of the build that has none: without it,
+    differentiating through the op (a *_backward op in a gradient penalty, say) only warns and
+    the gradient comes out as None or zero. First derivatives are untouched: autograd calls the
+    *_backward ops with gradients off, where this kernel passes straight through."""
+    for qualname in torch._C._dispatch_get_all_op_names():
+        ns, _, op = qualname.partition("::")
+        if ns != namespace or any(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)
+                                  for key in ("Autograd", "CompositeImplicitAutograd")):
+            continue
+        try:
+            torch.library.register_autograd(qualname, _not_differentiable(op), setup_context=_no_context)
+        except Exception:  # an op whose outputs autograd cannot track (no tensors): nothing to guard
+            continue
+        NOT_DIFFERENTIABLE.add(qualname)
+
+
+# Ops given the raising autograd kernel above ("ns::op"): differentiable(qualname) says False.
+NOT_DIFFERENTIABLE: set[str] = set()
+
+
+def differentiable(qualname: str) -> bool:
+    """Whether the op has a derivative of its own (an autograd kernel other than kwb's refusal)."""
+    return qualname not in NOT_DIFFERENTIABLE and any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key) for key in ("Autograd", "CompositeImplicitAutograd"))
+
+
+def _no_context(ctx, inputs, output) -> None:
+    pass
+
+
+def _not_differentiable(op: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"{op} is not differentiable: kwb gives no derivative of it, so a second derivative (double "
+            "backward, a gradient penalty) through it would come out as zero; compute that term with PyTorch "
+            "ops, or detach the inputs that need no gradient")
+    return backward
 
 
 def load_library(source: KernelSource, build: Build) -> Kernel:
