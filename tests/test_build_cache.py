@@ -146,3 +146,30 @@ def test_headers_of_the_kernel_count_even_under_the_python_prefix(tmp_path):
     inside = os.path.join(sys.prefix, "lib", "site-packages", "kwb_kernels", "common", "kwb_cuda.cuh")
     kept = _user_headers([inside, "/usr/include/stdio.h"], set(), tmp_path, [own, Path(inside).parent])
     assert kept == [inside]
+
+
+@pytest.mark.parametrize("damage", ["cut to half", "bytes patched"])
+def test_a_damaged_library_is_rebuilt_in_a_fresh_process_never_loaded(tiny_kernel, damage):
+    k = wb.load(tiny_kernel)
+    lib = k.library_path
+    data = lib.read_bytes()
+    if damage == "cut to half":
+        lib.write_bytes(data[: len(data) // 2])  # loaded as it was, this crashed every load with SIGBUS
+    else:  # one byte changed, the size kept: loaded as it was, a patched library computed wrong values
+        i = data.index(b"\x00" * 64, len(data) // 3) + 16
+        lib.write_bytes(data[:i] + b"\x01" + data[i + 1:])
+    res = run_python(f"""
+        import json, torch, workbench as wb
+        k = wb.load({str(tiny_kernel)!r})
+        print(json.dumps({{"compiled": k.build.compiled, "value": k.add_value(torch.zeros(1)).item()}}))
+    """)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"compiled": True, "value": 1.0}
+    assert "damaged" in res.stderr and "building it again" in res.stderr, res.stderr
+    assert lib.read_bytes() != data[: len(data) // 2] and lib.stat().st_size > 0
+    # and the rebuilt library loads silently afterwards
+    res = run_python(f"""
+        import workbench as wb
+        print(wb.load({str(tiny_kernel)!r}).build.compiled)
+    """)
+    assert res.returncode == 0 and res.stdout.strip().splitlines()[-1] == "False" and "damaged" not in res.stderr

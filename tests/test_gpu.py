@@ -48,6 +48,13 @@ def test_runs_on_the_current_stream(kernels):
     torch.testing.assert_close(y, x.clamp_min(0) * 3.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relu_scale_with_a_nan_alpha_is_nan_everywhere_as_eager(kernels, dtype):
+    x = torch.tensor([-1.0, 0.0, 2.0, float("nan")] * 300, dtype=dtype, device="cuda")
+    y = kernels["relu_scale"].relu_scale(x, float("nan"))
+    assert torch.isnan(y).all() and torch.isnan(torch.relu(x) * float("nan")).all()
+
+
 def test_device_mismatch_is_rejected(kernels):
     with pytest.raises(RuntimeError, match="vector_add: b must be on the same device as a"):
         kernels["vector_add"].vector_add(torch.randn(3, device="cuda"), torch.randn(3))

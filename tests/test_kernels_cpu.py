@@ -31,6 +31,14 @@ def test_relu_scale_nan_propagates_and_zero_has_zero_gradient():
     assert x.grad[1:].tolist() == [0.0, 0.0, 3.0]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_relu_scale_with_a_nan_alpha_is_nan_everywhere_as_eager(dtype):
+    x = torch.tensor([-1.0, 0.0, 2.0, float("nan")] * 9, dtype=dtype)  # past one vector's width
+    y = KERNELS["relu_scale"].relu_scale(x, float("nan"))
+    torch.testing.assert_close(y, torch.relu(x) * float("nan"), equal_nan=True)
+    assert torch.isnan(y).all()
+
+
 @pytest.mark.parametrize("kernel", ["relu_scale", "vector_add"])
 def test_non_contiguous_input_is_handled(kernel):
     k = KERNELS[kernel]

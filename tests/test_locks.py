@@ -61,3 +61,47 @@ def test_a_build_killed_mid_way_never_blocks_the_next_load(tmp_path, cache_root,
     err = capfd.readouterr().err
     assert f"pid {victim.pid} was interrupted" in err
     assert lock.read_text() == "", "a finished build leaves the lock empty"
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from workbench.build.locking import BuildLock
+with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+WAIT_FOR_LOCK = """
+import sys
+from pathlib import Path
+from workbench.build.locking import BuildLock
+try:
+    with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
+        print("got it")
+except TimeoutError as e:
+    print("timeout:", e)
+"""
+
+
+def test_a_stopped_builder_is_named_and_KWB_LOCK_TIMEOUT_ends_the_wait(tmp_path):
+    lock = tmp_path / "entry" / "lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        holder.send_signal(signal.SIGSTOP)  # a builder stopped (Ctrl-Z, a debugger): its flock stays
+        env = dict(__import__("os").environ, KWB_LOCK_TIMEOUT="2")
+        started = time.monotonic()
+        res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert time.monotonic() - started < 60
+        assert res.stdout.startswith("timeout: kwb: gave up after waiting 2 s (KWB_LOCK_TIMEOUT)"), res.stdout + res.stderr
+        assert f"pid {holder.pid} is stopped" in res.stderr and "kill -CONT" in res.stderr, res.stderr
+        bad = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True,
+                             timeout=120, env=dict(env, KWB_LOCK_TIMEOUT="soon"))
+        assert "KWB_LOCK_TIMEOUT must be a number of seconds >= 0, got 'soon'" in bad.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True, timeout=120)
+    assert res.stdout.strip() == "got it", "a killed holder's flock is gone"

@@ -64,6 +64,12 @@ def test_a_cpu_tensor_beside_a_meta_one_is_refused_by_name(kernels, call):
         call(kernels, cpu, meta)
 
 
+def test_a_non_tensor_where_a_tensor_goes_is_a_type_error_naming_it(kernels):
+    x, b = torch.randn(2, 4), torch.randn(3)
+    with pytest.raises(TypeError, match="linear_gelu: weight must be a Tensor, got bool"):
+        kernels["linear_gelu"].linear_gelu(x, True, b)
+
+
 def test_all_meta_tensors_still_give_shapes(kernels):
     meta = torch.ones(2, 8, device="meta")
     out = kernels["bias_gelu"].bias_gelu(meta, torch.ones(8, device="meta"))

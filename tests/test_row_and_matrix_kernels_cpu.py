@@ -42,6 +42,17 @@ def test_softmax_large_and_infinite_inputs_give_what_pytorch_gives():
     assert torch.isnan(got[1]).all() and not torch.isnan(got[2]).any() and got[2, 0] == 0 and got[2, 2] == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("where", [0, 5, 20, 36])  # in a full vector of lanes or in the tail
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_softmax_a_nan_or_inf_anywhere_in_a_long_row_makes_the_row_nan(dtype, where, value):
+    x = torch.randn(3, 37, dtype=dtype)
+    x[1, where] = value
+    got = SM.softmax(x)
+    torch.testing.assert_close(got, torch.softmax(x, dim=-1), equal_nan=True)
+    assert torch.isnan(got[1]).all() and not torch.isnan(got[0]).any()
+
+
 @pytest.mark.parametrize("cols", [2, 37, 4096, 9000])
 def test_layernorm_output_has_zero_mean_unit_variance_per_row_before_the_affine_part(cols):
     x = torch.randn(7, cols, dtype=torch.float64) * 5 + 3

@@ -56,7 +56,8 @@ double sum_over(int64_t n, Load loads, F f) {
   return total;
 }
 
-// The largest element of x[0, n) (-inf for n = 0); NaN is skipped as `a > b ? a : b` skips it.
+// The largest element of x[0, n) (-inf for n = 0), NaN if any element is NaN (at::vec::maximum
+// propagates it; the scalar tail does the same).
 template <typename T>
 T max_of(const T* x, int64_t n) {
   constexpr int64_t W = Vec<T>::size();
@@ -67,8 +68,8 @@ T max_of(const T* x, int64_t n) {
   T lanes[W];
   acc.store(lanes);
   T m = lowest;
-  for (int64_t j = 0; j < W; ++j) m = lanes[j] > m ? lanes[j] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t j = 0; j < W; ++j) m = (lanes[j] > m || lanes[j] != lanes[j]) ? lanes[j] : m;
+  for (; i < n && m == m; ++i) m = (x[i] > m || x[i] != x[i]) ? x[i] : m;
   return m;
 }
 

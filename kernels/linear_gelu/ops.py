@@ -22,6 +22,9 @@ def linear_gelu(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "non
     and device. approximate: 'none' (the erf form) or 'tanh'. Differentiable in x, weight
     and bias.
     """
+    for name, value in (("x", x), ("weight", weight), ("bias", bias)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"linear_gelu: {name} must be a Tensor, got {type(value).__name__}")
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
         return _ops.linear_gelu_forward(x, weight, bias, approximate)[0]
     return _ops.linear_gelu(x, weight, bias, approximate)

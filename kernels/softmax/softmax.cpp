@@ -48,9 +48,15 @@ at::Tensor softmax_cpu(const at::Tensor& x) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = in + r * cols;
         scalar_t* yr = out + r * cols;
-        // A NaN element makes its row's sum NaN, so the row comes out NaN as PyTorch's does
-        // (and all -inf gives exp(NaN) = NaN, as PyTorch's).
-        const Vec m(kwb::max_of(xr, cols));
+        // A NaN or +inf element, or a row all -inf, makes the whole row NaN, as PyTorch's
+        // (x - max is NaN somewhere, and NaN poisons the sum); said here, since exp_u20 takes
+        // NaN to +inf rather than NaN.
+        const scalar_t row_max = kwb::max_of(xr, cols);
+        if (!std::isfinite(row_max)) {
+          std::fill(yr, yr + cols, std::numeric_limits<scalar_t>::quiet_NaN());
+          continue;
+        }
+        const Vec m(row_max);
         // exp written and summed in one pass; exp_u20: ATen's faster exp (20 ulp) for float,
         // SLEEF's 1-ulp one for double; the sum flushed to double, as an fp32 one summed in
         // order drifts (kernels/softmax/NOTES.md)

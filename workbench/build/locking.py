@@ -20,6 +20,32 @@ from . import notices
 
 POLL_SECONDS = 0.1
 REPORT_EVERY_SECONDS = 30.0
+TIMEOUT_ENV = "KWB_LOCK_TIMEOUT"  # seconds a load waits for another process's build; unset: for ever
+
+
+def timeout_from_env() -> float | None:
+    """KWB_LOCK_TIMEOUT as seconds (None when unset); a value that is not a number >= 0 is a
+    ValueError naming the variable."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value != float("inf")):
+        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _stopped(pid: int) -> bool:
+    """Whether a process on this host is stopped (SIGSTOP, Ctrl-Z): it keeps its lock until it
+    is continued or dies."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 
 
 class BuildLock:
@@ -28,7 +54,7 @@ class BuildLock:
     def __init__(self, path: Path, what: str, timeout: float | None = None):
         self.path = path
         self.what = what
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else timeout_from_env()
         self._fd: int | None = None
 
     def __enter__(self) -> "BuildLock":
@@ -54,10 +80,16 @@ class BuildLock:
                     reported = waited
                     owner = read_owner(self.path)
                     who = f"pid {owner.pid} on {owner.host}" if owner else "another process"
-                    notices.say(f"kwb: waiting for {who} to finish building {self.what} ({waited:.0f} s)")
-                if self.timeout is not None and waited > self.timeout:
+                    stopped = owner is not None and owner.on_this_host and _stopped(owner.pid)
+                    why = (f"; pid {owner.pid} is stopped and keeps the lock until continued (kill -CONT {owner.pid}) "
+                           "or ended" if stopped else "")
+                    limit = (f"gives up after {self.timeout:.0f} s" if self.timeout is not None
+                             else f"set {TIMEOUT_ENV}=<seconds> to give up")
+                    notices.say(f"kwb: waiting for {who} to finish building {self.what} ({waited:.0f} s{why}; {limit})")
+                if self.timeout is not None and waited >= self.timeout:
                     os.close(fd)
-                    raise TimeoutError(f"kwb: gave up waiting {self.timeout:.0f} s for the build lock {self.path}")
+                    raise TimeoutError(f"kwb: gave up after waiting {waited:.0f} s ({TIMEOUT_ENV}) for the build lock "
+                                       f"{self.path}, held by {self._holder()}")
                 time.sleep(POLL_SECONDS)
         previous = read_owner(self.path)
         if previous and previous.pid != os.getpid():
@@ -67,6 +99,10 @@ class BuildLock:
         os.pwrite(fd, LockOwner.current(self.what).to_json().encode(), 0)
         self._fd = fd
         return self
+
+    def _holder(self) -> str:
+        owner = read_owner(self.path)
+        return owner.describe() if owner else "another process"
 
     def __exit__(self, *exc) -> None:
         if self._fd is None:
