@@ -133,10 +133,8 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         task = progress.add_task("timing", total=total)
         for k in with_spec:
             progress.update(task, description=f"timing {k.name}")
-            # the launch columns cost a profiled call a row (the quick run's timing phase had 93 of
-            # its 197 s on the H100 machine outside every other account): the full report has them
             rep = benching.bench(k, device=device, baselines=baselines, seed=seed, session=session, backward=backward,
-                                 progress=lambda: progress.advance(task), launches=full, **timed(k))
+                                 progress=lambda: progress.advance(task), **timed(k))
             result.bench_rows += rep.rows
 
     result.seconds["timing"] = time.monotonic() - clock

@@ -419,8 +419,8 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         bench_sizes for the device; sweep=True: its sweep_sizes).
     baselines: any of "eager", "compile", "vendor" (a list or "eager,compile"); "none" for none.
     graphs: also time CUDA-graph replays for sizes under ~10 us.
-    launches: on a GPU, profile one call of each kwb row (not timed, but seconds a row on the
-        H100 machine) for its launch columns: kernel, block, registers, occupancy.
+    launches: on a GPU, profile one call of each kwb row (not timed; its seconds are their own
+        line in kwb run's account) for its launch columns: kernel, block, registers, occupancy.
     backward: also time each op that has gradients as a training step, forward then backward
         of a random output gradient, beside eager and torch.compile doing the same (rows whose
         op is "<op> fwd+bwd"; the step's outputs and gradients are validated first).
