@@ -173,3 +173,70 @@ def test_a_damaged_library_is_rebuilt_in_a_fresh_process_never_loaded(tiny_kerne
         print(wb.load({str(tiny_kernel)!r}).build.compiled)
     """)
     assert res.returncode == 0 and res.stdout.strip().splitlines()[-1] == "False" and "damaged" not in res.stderr
+
+
+LOAD_TINY = """
+    import json, torch, workbench as wb
+    try:
+        k = wb.load({folder!r})
+        print(json.dumps({{"compiled": k.build.compiled, "value": k.add_value(torch.zeros(1)).item()}}))
+    except wb.KwbError as e:
+        print(json.dumps({{"error": type(e).__name__, "message": str(e)}}))
+"""
+
+
+def _damage(case: str, k, tmp_path) -> dict:
+    """Damage the tiny kernel's cache as a crash, a bad copy or a user might; env for the load."""
+    manifest, entry = k.build.manifest_path, k.library_path.parent
+    data = json.loads(manifest.read_text())
+    if case == "manifest without key":
+        del data["key"]
+        manifest.write_text(json.dumps(data))
+    elif case == "headers null":
+        data["headers"] = None
+        manifest.write_text(json.dumps(data))
+    elif case == "library names another file":
+        (entry / "other.so").write_bytes(k.library_path.read_bytes()[:-1])
+        data["library"] = "other.so"
+        manifest.write_text(json.dumps(data))
+    elif case == "tool versions null":
+        (entry.parent / layout.TOOL_VERSIONS).write_text("null")
+    elif case == "lock is a folder":
+        manifest.unlink()
+        (entry / layout.LOCK_NAME).unlink()
+        (entry / layout.LOCK_NAME).mkdir()
+    elif case == "entry is a file":
+        import shutil
+
+        shutil.rmtree(entry)
+        entry.write_text("not a folder")
+    elif case == "root under a file":
+        (tmp_path / "afile").write_text("x")
+        return {"TORCH_EXTENSIONS_DIR": str(tmp_path / "afile" / "cache")}
+    return {}
+
+
+@pytest.mark.parametrize("case, want", [
+    ("manifest without key", "rebuilt"),
+    ("headers null", "rebuilt"),
+    ("library names another file", "rebuilt"),
+    ("tool versions null", "loads"),
+    ("lock is a folder", "build lock, .*/lock: Is a directory; a folder is where that file goes"),
+    ("entry is a file", "cache folder for this build, .*: File exists; a file is where that folder goes"),
+    ("root under a file", r"cache root \(TORCH_EXTENSIONS_DIR\), .*afile/cache: Not a directory"),
+])
+def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, tmp_path, cache_root, case, want):
+    k = wb.load(tiny_kernel)
+    env = _damage(case, k, tmp_path)
+    res = run_python(LOAD_TINY.format(folder=str(tiny_kernel)), env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    if want == "rebuilt":
+        assert out == {"compiled": True, "value": 1.0}, out
+    elif want == "loads":
+        assert out.get("value") == 1.0, out
+    else:
+        import re
+
+        assert out["error"] == "CacheError" and re.search(want, out["message"]), out
+        assert "Traceback" not in res.stderr

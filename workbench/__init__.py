@@ -37,6 +37,7 @@ _LAZY = {
     "ToolchainError": ("workbench.build.errors", "ToolchainError"),
     "KernelNotFoundError": ("workbench.build.errors", "KernelNotFoundError"),
     "LoadError": ("workbench.build.errors", "LoadError"),
+    "CacheError": ("workbench.build.errors", "CacheError"),
     "KwbError": ("workbench.build.errors", "KwbError"),
     "Diagnostic": ("workbench.build.errors", "Diagnostic"),
     "check": ("workbench.harness.correctness", "check"),

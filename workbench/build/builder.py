@@ -24,7 +24,7 @@ from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
 from . import light_headers, notices, pch, resources, toolchain
-from .errors import BuildError, ToolchainError
+from .errors import BuildError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .locking import BuildLock
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
@@ -191,7 +191,7 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
             continue
         problem = library_problem(library, manifest)
         if problem:
-            notices.say(f"kwb: {source.name} ({config.device}): {problem}; building it again")
+            notices.once(f"damaged:{library}:{problem}", f"kwb: {source.name} ({config.device}): {problem}; building it again")
             continue
         return Build(source.name, config.device, base, manifest.key, library, path, manifest)
     return None
@@ -426,7 +426,10 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     key = layout.build_key(base, headers)
     stem = layout.stem(source.name, config.device, base, key)
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
-    atomic_copy(build_dir / plan.library, library)
+    try:
+        atomic_copy(build_dir / plan.library, library)
+    except OSError as e:  # a full disk: say where, not a bare errno 28
+        raise cache_error(e, library, "the built library") from None
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
     functions = resources.collect(build_dir, plan.steps, output) if config.nvcc else []
     for f in functions:
@@ -441,7 +444,10 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings),
         binding=source.binding, resources={"functions": [f.to_dict() for f in functions]} if functions else {})
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
-    manifest.write(manifest_path)  # last: marks the build whole
+    try:
+        manifest.write(manifest_path)  # last: marks the build whole
+    except OSError as e:
+        raise cache_error(e, manifest_path, "the build's manifest") from None
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)

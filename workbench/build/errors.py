@@ -20,6 +20,28 @@ class LoadError(KwbError, RuntimeError):
     """A build finished but its library could not be loaded or registered."""
 
 
+class CacheError(KwbError, OSError):
+    """The extensions cache cannot be used where kwb must write (a file where a folder goes, a
+    full disk, no permission): the message names the path and what to do."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def cache_error(e: OSError, path, what: str) -> CacheError:
+    """One sentence: what kwb could not write, where, why, and what to do."""
+    import errno
+
+    fix = {errno.EEXIST: "a file is where that folder goes: move it away",
+           errno.ENOTDIR: "a file is where a folder of that path goes: move it away, or set TORCH_EXTENSIONS_DIR",
+           errno.EISDIR: "a folder is where that file goes: remove that folder",
+           errno.ENOSPC: "the disk is full: free space (kwb cache prune --max-size 2G, say)",
+           errno.EACCES: "no permission: set TORCH_EXTENSIONS_DIR to a folder of yours",
+           errno.EROFS: "the file system is read-only: set TORCH_EXTENSIONS_DIR to a writable folder"}
+    hint = fix.get(e.errno, "see the error")
+    return CacheError(e.errno, f"kwb: cannot write {what}, {path}: {e.strerror}; {hint}")
+
+
 @dataclass
 class Diagnostic:
     """One compiler or linker message, pointing into the user's file where it can."""

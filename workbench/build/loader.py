@@ -7,7 +7,7 @@ from pathlib import Path
 from cache_tools import layout
 
 from . import builder, device as devices, notices, toolchain
-from .errors import LoadError
+from .errors import LoadError, cache_error
 from .kernel import Kernel, load_library
 from .sources import KWB, KernelSource, from_files, resolve
 
@@ -20,7 +20,10 @@ _process_lock = threading.RLock()
 def cache_root() -> Path:
     """Where builds go: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>/."""
     root = layout.default_root(toolchain.torch_info().cuda)
-    root.mkdir(parents=True, exist_ok=True)
+    try:  # a root under a file, or unwritable: one sentence, not a raw error from deep inside
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cache_error(e, root, "the extensions cache root (TORCH_EXTENSIONS_DIR)") from None
     return root
 
 

@@ -17,6 +17,8 @@ from cache_tools.fsutil import same_file
 from cache_tools.locks import LockOwner, pid_alive, read_owner
 
 from . import notices
+from .errors import cache_error
+
 
 POLL_SECONDS = 0.1
 REPORT_EVERY_SECONDS = 30.0
@@ -58,8 +60,7 @@ class BuildLock:
         self._fd: int | None = None
 
     def __enter__(self) -> "BuildLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open()
         start = time.monotonic()
         reported = 0.0
         while True:
@@ -71,8 +72,7 @@ class BuildLock:
                 # lock any more; take the one at the path (it may be new).
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = self._open()
                 continue
             except BlockingIOError:
                 waited = time.monotonic() - start
@@ -99,6 +99,19 @@ class BuildLock:
         os.pwrite(fd, LockOwner.current(self.what).to_json().encode(), 0)
         self._fd = fd
         return self
+
+    def _open(self) -> int:
+        """The lock file's descriptor, its folder made first; CacheError naming the path when
+        something on disk is in the way (a file where the entry's folder goes, a folder where
+        the lock goes, a full disk)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise cache_error(e, self.path.parent, "kwb's cache folder for this build") from None
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise cache_error(e, self.path, "the build lock") from None
 
     def _holder(self) -> str:
         owner = read_owner(self.path)
