@@ -240,3 +240,22 @@ def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, t
 
         assert out["error"] == "CacheError" and re.search(want, out["message"]), out
         assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("folder_name", ["we$ird", "has #hash", "a$b #c d"])
+def test_a_kernel_folder_whose_path_holds_dollar_or_hash_builds_and_tracks_its_header(tmp_path, folder_name):
+    folder = write_tiny_kernel(tmp_path / folder_name / "tiny", value="2.0")
+    k1 = wb.load(folder)
+    assert _value(k1) == 2.0
+    assert str(folder / "value.h") in k1.build.manifest.headers, k1.build.manifest.headers
+    (folder / "value.h").write_text("#pragma once\n#define VALUE 5.0\n")
+    k2 = wb.load(folder)
+    assert k2.key != k1.key and _value(k2) == 5.0
+
+
+def test_depfile_escapes_read_back_as_the_paths(tmp_path):
+    from workbench.build.ninja import parse_depfile
+
+    dep = tmp_path / "x.o.d"
+    dep.write_text("x.o: /tmp/a$$b/x.cpp /tmp/has\\ \\#hash/v.h \\\n /usr/include/y.h\n")
+    assert parse_depfile(dep) == ["/tmp/a$b/x.cpp", "/tmp/has #hash/v.h", "/usr/include/y.h"]

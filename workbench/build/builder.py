@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,7 +320,8 @@ def _object_names(paths: list[Path]) -> dict[Path, str]:
     names: dict[Path, str] = {}
     taken: set[str] = set()
     for p in paths:
-        base = f"{p.stem}.cuda" if p.suffix == ".cu" else p.stem
+        stem = re.sub(r"[^A-Za-z0-9_.+-]", "_", p.stem)  # an object name is safe in ninja and the shell
+        base = f"{stem}.cuda" if p.suffix == ".cu" else stem
         name, n = f"{base}.o", 1
         while name in taken:
             n += 1

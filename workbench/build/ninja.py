@@ -40,13 +40,16 @@ class NinjaPlan:
 
 
 def _esc(path: str) -> str:
+    """A path in a build statement's inputs or outputs ($, space and colon are ninja's)."""
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
 def _join(flags: list[str]) -> str:
+    """Arguments as a variable's value: quoted for the shell that runs the command, then each
+    $ doubled for ninja (a kernel folder such as /tmp/a$b would otherwise be ninja's variable)."""
     import shlex
 
-    return " ".join(shlex.quote(f) for f in flags)
+    return " ".join(shlex.quote(f) for f in flags).replace("$", "$$")
 
 
 def render(plan: NinjaPlan) -> str:
@@ -58,7 +61,7 @@ def render(plan: NinjaPlan) -> str:
         f"ldflags = {_join(plan.ldflags)}",
         "",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cflags $extra -c $in -o $out",
+        "  command = $cxx -MMD -MF $out.d $cflags $extra -c $src -o $out",
         "  depfile = $out.d",
         "  description = CXX $desc",
         "",
@@ -71,14 +74,15 @@ def render(plan: NinjaPlan) -> str:
         out[5:5] = [f"nvcc = {plan.nvcc}", f"cuda_cflags = {_join(plan.cuda_cflags)}"]
         out += [
             "rule nvcc",
-            "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags $extra -c $in -o $out",
+            "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags $extra -c $src -o $out",
             "  depfile = $out.d",
             "  description = NVCC $desc",
             "",
         ]
     for step in plan.steps:
         out.append(f"build {_esc(step.obj)}: {'nvcc' if step.cuda else 'cxx'} {_esc(str(step.source))}")
-        out.append(f"  desc = {step.source.name}")
+        out.append(f"  src = {_join([str(step.source)])}")  # quoted: $in is not, and the shell reads it
+        out.append(f"  desc = {step.source.name.replace('$', '$$')}")
         if step.flags:
             out.append(f"  extra = {_join(list(step.flags))}")
     objs = " ".join(_esc(s.obj) for s in plan.steps)
@@ -87,7 +91,8 @@ def render(plan: NinjaPlan) -> str:
 
 
 def parse_depfile(path: Path) -> list[str]:
-    """The prerequisites listed in a Makefile-style depfile (escaped spaces handled)."""
+    """The prerequisites listed in a Makefile-style depfile: escaped spaces, `$$` and `\\#`
+    (how GCC writes a path holding $ or #) read back as the path."""
     try:
         text = path.read_text()
     except OSError:
@@ -99,8 +104,12 @@ def parse_depfile(path: Path) -> list[str]:
     items, cur, i = [], "", 0
     while i < len(deps):
         ch = deps[i]
-        if ch == "\\" and i + 1 < len(deps) and deps[i + 1] == " ":
-            cur += " "
+        if ch == "\\" and i + 1 < len(deps) and deps[i + 1] in " #":
+            cur += deps[i + 1]
+            i += 2
+            continue
+        if ch == "$" and i + 1 < len(deps) and deps[i + 1] == "$":
+            cur += "$"
             i += 2
             continue
         if ch.isspace():
