@@ -259,3 +259,16 @@ def test_depfile_escapes_read_back_as_the_paths(tmp_path):
     dep = tmp_path / "x.o.d"
     dep.write_text("x.o: /tmp/a$$b/x.cpp /tmp/has\\ \\#hash/v.h \\\n /usr/include/y.h\n")
     assert parse_depfile(dep) == ["/tmp/a$b/x.cpp", "/tmp/has #hash/v.h", "/usr/include/y.h"]
+
+
+def test_a_load_failures_advice_names_the_users_folder_not_a_shipped_kernel(tiny_kernel):
+    from types import SimpleNamespace
+
+    from workbench.build.kernel import _load_failure
+    from workbench.build.sources import resolve
+
+    build = SimpleNamespace(library=Path("/cache/tiny.cpu.x.y.so"), device="cpu")
+    text = _load_failure(resolve(str(tiny_kernel)), build, OSError("file too short"))
+    assert f"kwb build --force {tiny_kernel}" in text, text
+    shipped = _load_failure(resolve("relu_scale"), build, OSError("file too short"))
+    assert "kwb build --force relu_scale)" in shipped, shipped

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -236,7 +237,13 @@ def _load_failure(source: KernelSource, build: Build, e: OSError) -> str:
                 f"machine with nvcc ({', '.join(p.name for p in source.cuda_sources)})")
     if missing:
         return f"{build.library} calls {_demangle(missing)}, which none of its sources or libraries define: {text}"
-    return f"could not load {build.library}: {text}. Rebuild with force=True (kwb build --force), or check `kwb doctor`"
+    # the command names what this build came from: a folder of the user's, or a shipped kernel's name
+    from .sources import kernels_dir
+
+    shipped = source.folder is not None and Path(source.folder).parent == kernels_dir()
+    target = source.name if shipped else shlex.quote(str(source.folder))
+    return (f"could not load {build.library}: {text}. Rebuild it with force=True (kwb build --force {target}), "
+            "or check `kwb doctor`")
 
 
 def _demangle(symbol: str) -> str:
