@@ -17,9 +17,12 @@ constexpr const char* kOp = "relu_scale";
 template <typename scalar_t>
 void relu_scale_span(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, scalar_t a,
                      int64_t begin, int64_t end) {
-  // max(x, 0) * alpha, the select before the product: a NaN alpha gives NaN everywhere, as
-  // torch.relu(x) * alpha does (0 * NaN); v < 0 (not v > 0) so a NaN x propagates
-  for (int64_t i = begin; i < end; ++i) out[i] = (in[i] < scalar_t(0) ? scalar_t(0) : in[i]) * a;
+  // x < 0 (not x > 0) so a NaN x propagates; 0 * a (not 0) so a NaN alpha gives NaN everywhere
+  // and a negative one -0, as eager's relu(x) * alpha
+  for (int64_t i = begin; i < end; ++i) {
+    const scalar_t scaled = in[i] * a;  // computed on both arms, so the select vectorizes
+    out[i] = in[i] < scalar_t(0) ? scalar_t(0) * a : scaled;
+  }
 }
 
 template <typename scalar_t>

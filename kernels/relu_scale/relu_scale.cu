@@ -11,9 +11,9 @@ struct ReluScale {
   kwb::acc_t<T> alpha;
   __device__ T operator()(T x) const {
     const kwb::acc_t<T> v = kwb::to_acc<kwb::acc_t<T>>(x);
-    // max(v, 0) * alpha: v < 0 (not v > 0) so a NaN x propagates, as torch.relu does, and the
-    // select before the product so a NaN alpha gives NaN everywhere (0 * NaN), as eager does
-    return kwb::from_acc<T>((v < kwb::acc_t<T>(0) ? kwb::acc_t<T>(0) : v) * alpha);
+    // v < 0 (not v > 0) so a NaN x propagates, as torch.relu does; 0 * alpha (not 0) so a NaN
+    // alpha gives NaN everywhere and a negative one -0, as eager's relu(x) * alpha
+    return kwb::from_acc<T>(v < kwb::acc_t<T>(0) ? kwb::acc_t<T>(0) * alpha : v * alpha);
   }
 };
 
