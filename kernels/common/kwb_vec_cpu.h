@@ -73,15 +73,6 @@ T max_of(const T* x, int64_t n) {
   return m;
 }
 
-// out[i] = f(vectors of the inputs at i) for i < n, tail included (partial loads and stores).
-template <typename T, typename Load, typename F>
-void for_each_vec(int64_t n, T* out, Load loads, F f) {
-  constexpr int64_t W = Vec<T>::size();
-  int64_t i = 0;
-  for (; i + W <= n; i += W) f(loads(i, W)).store(out + i);
-  if (i < n) f(loads(i, n - i)).store(out + i, n - i);
-}
-
 // ---- GELU: kwb_gelu.cuh's formulas, a vector at a time ------------------------------------
 
 // erf: for float, Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, as ATen's Vectorized<float>::erf)
