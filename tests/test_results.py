@@ -45,6 +45,22 @@ def test_a_foreign_header_is_refused_and_left_as_it_was(tmp_path):
         results.read(path)
 
 
+def test_a_file_from_before_the_newer_columns_reads_and_gains_them_on_append(tmp_path):
+    # benchmarks/variants/.../bench.csv was written before the launch columns joined the schema;
+    # notebook 02 reads it (a CI run failed there when read() refused the shorter header).
+    older = results.BENCH_COLUMNS[: results.BENCH_COLUMNS.index("run_id") + 1]
+    path = tmp_path / "bench.csv"
+    results.append(path, [_row()], columns=older)
+    rows = results.read(path)
+    assert rows[0]["median_us"] == 10.0 and rows[0]["registers"] is None and set(rows[0]) == set(results.BENCH_COLUMNS)
+    results.append(path, [_row("eager", 20.0, registers=32)])
+    assert path.read_text().splitlines()[0] == ",".join(results.BENCH_COLUMNS)
+    assert [(r["provider"], r["registers"]) for r in results.read(path)] == [("kwb", None), ("eager", 32)]
+    path.write_text(",".join(older[:3] + ["typo"]) + "\n")
+    with pytest.raises(results.SchemaError, match="is not a kwb bench.csv"):
+        results.read(path)
+
+
 def test_rows_with_unknown_columns_are_refused_before_anything_is_written(tmp_path):
     path = tmp_path / "bench.csv"
     results.append(path, [_row()])

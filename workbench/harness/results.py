@@ -189,14 +189,18 @@ def _parse(column: str, text: str):
 
 
 def read(path: Path) -> list[dict]:
-    """A kwb CSV's rows with numbers as numbers and empty cells as None."""
+    """A kwb CSV's rows with numbers as numbers and empty cells as None. A file written before
+    newer columns joined the schema (its header the schema's first columns) reads with those
+    columns None, as append() would fill them."""
     path = Path(path)
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         expected = SCHEMAS.get(path.name)
-        if expected is not None and reader.fieldnames != expected:
+        header = reader.fieldnames or []
+        if expected is not None and (not header or header != expected[: len(header)]):
             raise SchemaError(f"{path} is not a kwb {path.name}: its header is {reader.fieldnames}")
-        return [{k: _parse(k, v) for k, v in row.items()} for row in reader]
+        later = expected[len(header):] if expected is not None else []
+        return [{**{k: _parse(k, v) for k, v in row.items()}, **dict.fromkeys(later)} for row in reader]
 
 
 def latest_run(rows: list[dict]) -> list[dict]:
