@@ -166,3 +166,18 @@ def test_ops_py_public_functions_are_exposed_like_ops(tmp_path):
     k = wb.load(folder, device="cpu")
     assert k.ops == ["add_value", "twice"]
     assert k.twice(torch.zeros(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_a_failing_ops_py_loaded_again_reports_its_own_error_and_an_edit_loads(tmp_path):
+    # the second load used to fail on the dispatcher ("Only a single TORCH_LIBRARY can be used to
+    # register the namespace ..."), hiding the ops.py error the user has to fix
+    folder = write_tiny_kernel(tmp_path / "failing_ops")
+    (folder / "ops.py").write_text("def register(ops):\n    raise ValueError('ops.py says no')\n")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="ops.py says no"):
+            wb.load(folder, device="cpu")
+    (folder / "ops.py").write_text("def register(ops):\n    return {'twice': lambda x: ops.add_value(ops.add_value(x))}\n")
+    assert wb.load(folder, device="cpu").twice(torch.zeros(2)).tolist() == [2.0, 2.0]
+    (folder / "ops.py").write_text("def register(ops):\n    raise ValueError('ops.py says no')\n")
+    with pytest.raises(ValueError, match="ops.py says no"):  # reverted to the failing one: still its own error
+        wb.load(folder, device="cpu")

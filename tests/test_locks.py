@@ -105,3 +105,31 @@ def test_a_stopped_builder_is_named_and_KWB_LOCK_TIMEOUT_ends_the_wait(tmp_path)
         holder.wait()
     res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True, timeout=120)
     assert res.stdout.strip() == "got it", "a killed holder's flock is gone"
+
+
+def test_loaders_in_a_fresh_root_probe_the_compiler_once_between_them(tmp_path):
+    # 16 loaders in a fresh root each probed the compiler before reaching the build lock (about
+    # 8 of 22 s on the 2-core machine): now one probes and the others read its answers.
+    import os
+    import shutil
+
+    folder = write_tiny_kernel(tmp_path / "tiny", value="4.0")
+    log = tmp_path / "cxx.log"
+    wrapper = tmp_path / "bin" / "c++"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {shutil.which("c++")} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "KWB_CXX"}
+    env.update(CXX=str(wrapper), TORCH_EXTENSIONS_DIR=str(tmp_path / "fresh-root"))
+    procs = [subprocess.Popen([sys.executable, "-c", LOAD_AND_REPORT.format(folder=str(folder))], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["value"] == 4.0
+    calls = log.read_text().splitlines()
+    probes = {"version": [c for c in calls if c.strip() == "--version"],
+              "libstdc++": [c for c in calls if "kwb-cxx-probe-" in c]}
+    assert {what: len(lines) for what, lines in probes.items()} == {"version": 1, "libstdc++": 1}, calls
+    for other in ("-dM", "kwb-omp-probe-"):  # probed only where a build needs them: at most once
+        assert len([c for c in calls if other in c]) <= 1, calls

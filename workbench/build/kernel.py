@@ -324,8 +324,16 @@ def load_library(source: KernelSource, build: Build) -> Kernel:
         return _loaded[key]
 
 
+# ops.py's error for a build whose ops registered in this process and whose ops.py then
+# raised: torch takes a namespace once a process, so loading it again re-raises that error
+# instead of failing on the registration (the namespace changes when ops.py or the build does).
+_ops_py_failures: dict[str, BaseException] = {}
+
+
 def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     namespace = namespace_for(source, build)
+    if namespace in _ops_py_failures:
+        raise _ops_py_failures[namespace]
     handle = _open(source, build)
     try:
         register = handle.kwb_register_library
@@ -337,7 +345,14 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     if register(namespace.encode(), err, len(err)) != 0:
         raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
     _handles.append(handle)
-    ops_module, functions = _register_ops_py(source, namespace)
+    try:
+        ops_module, functions = _register_ops_py(source, namespace)
+    except Exception as e:
+        if hasattr(e, "add_note"):  # Python 3.11+
+            e.add_note(f"kwb: {source.ops_file} raised this when {source.name}'s build was loaded; loading it again in "
+                       "this process gives this error again: edit ops.py (or restart Python) to load it anew")
+        _ops_py_failures[namespace] = e
+        raise
     return Kernel(source, build, namespace, ops_module, functions)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from cache_tools.tool_versions import file_ident, remember, remembered
+from cache_tools.tool_versions import file_ident, probe_once
 
 from . import notices
 from .errors import ToolchainError
@@ -90,41 +90,36 @@ def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> boo
     compiler binary; the answer is kept with the tool versions."""
     import tempfile
 
-    key = "libstdc++-shared:" + file_ident(cxx)
-    known = remembered(key, cache_root)
-    if known is not None:
-        return {"yes": True, "no": False}.get(known)
-    readelf = shutil.which("readelf")
-    if readelf is None:
-        return None
-    with tempfile.TemporaryDirectory(prefix="kwb-cxx-probe-") as tmp:
-        src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
-        src.write_text(_PROBE_SOURCE)
-        try:
-            subprocess.run([cxx, "-shared", "-fPIC", "-O0", str(src), "-o", str(lib)], capture_output=True, timeout=120, check=True)
-            dyn = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError):
+    def probe() -> str | None:
+        readelf = shutil.which("readelf")
+        if readelf is None:
             return None
-    answer = "libstdc++.so" in dyn
-    remember(key, "yes" if answer else "no", cache_root)
-    return answer
+        with tempfile.TemporaryDirectory(prefix="kwb-cxx-probe-") as tmp:
+            src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+            src.write_text(_PROBE_SOURCE)
+            try:
+                subprocess.run([cxx, "-shared", "-fPIC", "-O0", str(src), "-o", str(lib)], capture_output=True, timeout=120,
+                               check=True)
+                dyn = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                return None
+        return "yes" if "libstdc++.so" in dyn else "no"
+
+    return {"yes": True, "no": False}.get(probe_once("libstdc++-shared:" + file_ident(cxx), probe, cache_root))
 
 
 def compiler_family(cxx: str, cache_root: Path | None = None) -> str:
     """"gcc", "clang" or "other", by the macros the compiler predefines (`c++ --version` names
     neither on Debian's g++). Probed once per compiler binary."""
-    key = "family:" + file_ident(cxx)
-    known = remembered(key, cache_root)
-    if known is not None:
-        return known
-    try:
-        macros = subprocess.run([cxx, "-x", "c++", "-E", "-dM", "-"], input="", capture_output=True, text=True,
-                                timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "other"
-    family = "clang" if "__clang__" in macros else "gcc" if "__GNUC__" in macros else "other"
-    remember(key, family, cache_root)
-    return family
+    def probe() -> str | None:
+        try:
+            macros = subprocess.run([cxx, "-x", "c++", "-E", "-dM", "-"], input="", capture_output=True, text=True,
+                                    timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return "clang" if "__clang__" in macros else "gcc" if "__GNUC__" in macros else "other"
+
+    return probe_once("family:" + file_ident(cxx), probe, cache_root) or "other"
 
 
 def cxx_path(cache_root: Path | None = None) -> str | None:
@@ -190,22 +185,20 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
     soname), so there is one OpenMP thread pool. Probed once per compiler, like the runtime."""
     import tempfile
 
-    key = "openmp:" + file_ident(cxx) + ":" + torch_info().version
-    known = remembered(key, cache_root)
-    if known is None:
+    def probe() -> str | None:
         if not torch_uses_libgomp():
-            known = "no"
-        else:
-            with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
-                src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
-                src.write_text(_OPENMP_PROBE)
-                try:
-                    subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True,
-                                   timeout=120, check=True)
-                    known = "yes"
-                except (OSError, subprocess.SubprocessError):  # not remembered on disk: may pass next time
-                    return []
-        remember(key, known, cache_root)
+            return "no"
+        with tempfile.TemporaryDirectory(prefix="kwb-omp-probe-") as tmp:
+            src, lib = Path(tmp) / "probe.cpp", Path(tmp) / "probe.so"
+            src.write_text(_OPENMP_PROBE)
+            try:
+                subprocess.run([cxx, "-shared", "-fPIC", "-fopenmp", str(src), "-o", str(lib)], capture_output=True,
+                               timeout=120, check=True)
+            except (OSError, subprocess.SubprocessError):  # not remembered on disk: may pass next time
+                return None
+        return "yes"
+
+    known = probe_once("openmp:" + file_ident(cxx) + ":" + torch_info().version, probe, cache_root)
     return ["-fopenmp"] if known == "yes" else []
 
 
