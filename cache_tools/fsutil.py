@@ -5,6 +5,7 @@ then os.replace() onto the final name (a rename within one filesystem is atomic)
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -12,9 +13,19 @@ import tempfile
 from pathlib import Path
 
 
+def _named(e: OSError, path: Path) -> OSError:
+    """e with the file it concerns: a write that fails on a full disk names none (errno 28 alone)."""
+    if e.filename is None and e.errno is not None:
+        return OSError(e.errno, e.strerror, str(path))
+    return e
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _named(e, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -22,8 +33,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide reports and manifests from other users
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
 
 
@@ -32,15 +45,22 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _named(e, dst) from None
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, dst)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # copyfile names the source
+            raise OSError(e.errno, e.strerror, str(dst)) from None
+        if isinstance(e, OSError):
+            raise _named(e, dst) from None
         raise
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -236,8 +240,6 @@ def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, t
     elif want == "loads":
         assert out.get("value") == 1.0, out
     else:
-        import re
-
         assert out["error"] == "CacheError" and re.search(want, out["message"]), out
         assert "Traceback" not in res.stderr
 
@@ -272,3 +274,45 @@ def test_a_load_failures_advice_names_the_users_folder_not_a_shipped_kernel(tiny
     assert f"kwb build --force {tiny_kernel}" in text, text
     shipped = _load_failure(resolve("relu_scale"), build, OSError("file too short"))
     assert "kwb build --force relu_scale)" in shipped, shipped
+
+
+FULL_DISK_DRIVER = """
+import json, subprocess, sys
+mount, load = sys.argv[1], sys.argv[2]
+for size in ("8k", "40k", "160k", "4m"):  # fills up while writing build.ninja, objects, the library; then room
+    subprocess.run(["mount", "-o", f"remount,size={size}", "tmpfs", mount], check=True)
+    res = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=600)
+    print(json.dumps({"size": size, "rc": res.returncode, "out": res.stdout.strip().splitlines()[-1:],
+                      "stderr": res.stderr[-2000:]}), flush=True)
+"""
+
+
+def _can_mount_a_small_disk(where: Path) -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    res = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=8k tmpfs {where}"], capture_output=True)
+    return res.returncode == 0
+
+
+def test_a_full_disk_is_named_in_one_sentence_and_the_next_load_with_room_builds(tiny_kernel, tmp_path):
+    # a full disk gave 'OSError: [Errno 28] No space left on device', naming no path
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    if not _can_mount_a_small_disk(disk):
+        pytest.skip("making a full disk needs a private mount (unshare -m, mount -t tmpfs): not allowed on this machine")
+    load = textwrap.dedent(LOAD_TINY.format(folder=str(tiny_kernel)))
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(disk / "cache"))
+    res = subprocess.run(["unshare", "-m", "sh", "-c", f'mount -t tmpfs -o size=8k tmpfs "$0" && exec "$1" -c "$2" "$0" "$3"',
+                          str(disk), sys.executable, FULL_DISK_DRIVER, load], capture_output=True, text=True, env=env, timeout=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [r["size"] for r in runs] == ["8k", "40k", "160k", "4m"]
+    for r in runs[:-1]:
+        assert r["rc"] == 0 and "Traceback" not in r["stderr"], r
+        out = json.loads(r["out"][0])
+        assert out["error"] == "CacheError", r
+        assert re.search(rf"cannot write .*{re.escape(str(disk))}/cache/\S+: No space left on device; the disk is full",
+                         out["message"]), out
+    assert json.loads(runs[-1]["out"][0]) == {"compiled": True, "value": 1.0}, runs[-1]

@@ -11,6 +11,7 @@ A failed build records nothing, so fixing the error and loading again always reb
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
 from . import light_headers, notices, pch, resources, toolchain
-from .errors import BuildError, ToolchainError, cache_error
+from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .locking import BuildLock
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
@@ -354,6 +355,9 @@ def _record_inputs(build_dir: Path, plan: NinjaPlan, deps: dict[str, list[str]])
     atomic_write_text(build_dir / INPUTS_RECORD, json.dumps(record, indent=1))
 
 
+_DISK_FULL = "No space left on device"  # strerror(ENOSPC), as gcc, as and ld print it
+
+
 def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False,
           jobs: int | None = None) -> Build:
     """Build under the entry's lock (or find that another process or thread just did); jobs:
@@ -369,7 +373,12 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
             for obj in layout.build_dir(entry, config.device).glob("*.o"):
                 obj.unlink()
         for _ in range(MAX_BUILD_ATTEMPTS):
-            result = _build_locked(source, config, entry, verbose, jobs)
+            try:
+                result = _build_locked(source, config, entry, verbose, jobs)
+            except CacheError:
+                raise
+            except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone
+                raise cache_error(e, e.filename or layout.build_dir(entry, config.device), "a file of this build") from None
             if result is not None:
                 return result
         raise BuildError(source.name, config.device, tail=f"the sources kept changing during {MAX_BUILD_ATTEMPTS} builds; load again once they are saved")
@@ -412,6 +421,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
 
     if not ok:
         feedback.done(False)
+        if _DISK_FULL in last:  # the compiler or linker ran out of disk, not the user's code
+            raise cache_error(OSError(errno.ENOSPC, _DISK_FULL), build_dir, f"{source.name}'s objects (see {log_path})")
         found = diagnostics.parse(last, cwd=str(build_dir))
         has_error = any(d.severity != "warning" for d in found)
         raise BuildError(source.name, config.device, found, str(log_path),
@@ -428,10 +439,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     key = layout.build_key(base, headers)
     stem = layout.stem(source.name, config.device, base, key)
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
-    try:
-        atomic_copy(build_dir / plan.library, library)
-    except OSError as e:  # a full disk: say where, not a bare errno 28
-        raise cache_error(e, library, "the built library") from None
+    atomic_copy(build_dir / plan.library, library)
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
     functions = resources.collect(build_dir, plan.steps, output) if config.nvcc else []
     for f in functions:
@@ -446,10 +454,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings),
         binding=source.binding, resources={"functions": [f.to_dict() for f in functions]} if functions else {})
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
-    try:
-        manifest.write(manifest_path)  # last: marks the build whole
-    except OSError as e:
-        raise cache_error(e, manifest_path, "the build's manifest") from None
+    manifest.write(manifest_path)  # last: marks the build whole
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)

@@ -36,6 +36,7 @@ def cache_error(e: OSError, path, what: str) -> CacheError:
            errno.ENOTDIR: "a file is where a folder of that path goes: move it away, or set TORCH_EXTENSIONS_DIR",
            errno.EISDIR: "a folder is where that file goes: remove that folder",
            errno.ENOSPC: "the disk is full: free space (kwb cache prune --max-size 2G, say)",
+           errno.EDQUOT: "the disk quota is used up: free space (kwb cache prune --max-size 2G, say)",
            errno.EACCES: "no permission: set TORCH_EXTENSIONS_DIR to a folder of yours",
            errno.EROFS: "the file system is read-only: set TORCH_EXTENSIONS_DIR to a writable folder"}
     hint = fix.get(e.errno, "see the error")
