@@ -316,3 +316,30 @@ def test_a_full_disk_is_named_in_one_sentence_and_the_next_load_with_room_builds
         assert re.search(rf"cannot write .*{re.escape(str(disk))}/cache/\S+: No space left on device; the disk is full",
                          out["message"]), out
     assert json.loads(runs[-1]["out"][0]) == {"compiled": True, "value": 1.0}, runs[-1]
+
+
+EDIT_AFTER_COMPILING = """#!/bin/sh
+# c++, then (once) the header saved anew: an edit that lands while the build is still running
+"{cxx}" "$@"; status=$?
+case "$*" in *tiny.cpp*) if [ ! -e "{flag}" ]; then touch "{flag}"; printf '#pragma once\\n#define VALUE 2.0\\n' > "{header}.tmp"; mv "{header}.tmp" "{header}"; fi;; esac
+exit $status
+"""
+
+
+def test_a_header_saved_during_a_first_build_is_never_recorded_as_built(tiny_kernel, tmp_path):
+    # benchmarks/chaos.py found it: loaders racing header edits, a first build compiled VALUE
+    # 1.0, recorded the header as it was after the edit (2.0), and later processes loaded the
+    # 1.0 library as fresh
+    import shutil
+
+    wrapper = tmp_path / "bin" / "c++"
+    wrapper.parent.mkdir()
+    wrapper.write_text(EDIT_AFTER_COMPILING.format(cxx=shutil.which("c++"), flag=tmp_path / "edited",
+                                                   header=tiny_kernel / "value.h"))
+    wrapper.chmod(0o755)
+    env = {"CXX": str(wrapper), "KWB_CXX": "", "TORCH_EXTENSIONS_DIR": str(tmp_path / "fresh-root")}
+    first = run_python(LOAD_TINY.format(folder=str(tiny_kernel)), env=env)
+    assert first.returncode == 0 and (tmp_path / "edited").exists(), first.stderr[-3000:]
+    assert json.loads(first.stdout.strip().splitlines()[-1])["value"] == 2.0, first.stdout
+    again = run_python(LOAD_TINY.format(folder=str(tiny_kernel)), env=env)
+    assert json.loads(again.stdout.strip().splitlines()[-1]) == {"compiled": False, "value": 2.0}, again.stdout
