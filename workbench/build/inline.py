@@ -89,7 +89,8 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
                 extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
                 build_directory=None, verbose: bool = False, with_cuda=None, with_sycl=None, is_python_module: bool = True,
                 with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool | None = None,
-                no_implicit_headers: bool = False, *, cuda: str | None = None, cpp: str | None = None, device=None,
+                no_implicit_headers: bool = False, gil_not_used: bool = False, *, cuda: str | None = None,
+                cpp: str | None = None, device=None,
                 force: bool = False, cuda_includes_torch: bool = False,
                 labels: dict[str, tuple[str, int]] | None = None) -> Kernel:
     """Compile C++/CUDA source strings and load them. Takes what torch.utils.cpp_extension.load_inline
@@ -98,10 +99,12 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
     Torch's form: cpp_sources (a string or a list; torch/extension.h is included first unless
     no_implicit_headers), cuda_sources (torch/types.h, cuda.h and cuda_runtime.h first),
     functions (names, or {name: docstring}) bound in a pybind module, each wrapped in torch's
-    error handling unless with_pytorch_error_handling=False. The Kernel returned holds the
-    module's functions (k.<name>, k.module). use_pch: None (kwb's default) or True precompiles
-    torch/extension.h once into kwb's cache (never into torch's install, as torch's use_pch
-    does) and compiles the C++ part against it; False compiles it without.
+    error handling unless with_pytorch_error_handling=False; gil_not_used=True declares the
+    module safe without the GIL (pybind11::mod_gil_not_used(), as torch 2.15's does). The
+    Kernel returned holds the module's functions (k.<name>, k.module). use_pch: None (kwb's
+    default) or True precompiles torch/extension.h once into kwb's cache (never into torch's
+    install, as torch's use_pch does) and compiles the C++ part against it; False compiles it
+    without.
     extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
     verbose, with_cuda and is_python_module are as in kwb's load(); sycl_sources,
     extra_sycl_cflags and with_sycl are refused.
@@ -129,7 +132,7 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         if cpp_sources is not None or cuda_sources is not None:
             raise ValueError("load_inline: give torch's cpp_sources=/cuda_sources= or kwb's cpp=/cuda=, not both")
         torch_only = {"with_pytorch_error_handling": (with_pytorch_error_handling, True), "no_implicit_headers": (no_implicit_headers, False),
-                      "is_python_module": (is_python_module, True)}
+                      "is_python_module": (is_python_module, True), "gil_not_used": (gil_not_used, False)}
         for arg, (value, default) in torch_only.items():
             if value != default:
                 raise ValueError(f"load_inline: {arg}={value!r} belongs to torch's form (cpp_sources=, cuda_sources=); "
@@ -141,7 +144,7 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
                          "form) holding the functions to expose")
     return _load_torch_form(name, _texts(cpp_sources, "cpp_sources"), _texts(cuda_sources, "cuda_sources"),
                             _function_docs(functions), device, verbose, force, is_python_module, with_pytorch_error_handling,
-                            no_implicit_headers, use_pch, labels, includes, root, **flags)
+                            no_implicit_headers, use_pch, labels, includes, root, gil_not_used=gil_not_used, **flags)
 
 
 def _part_folder(entry: Path, kind: str, *content) -> Path:
@@ -164,15 +167,17 @@ def _write_part(folder: Path, user_name: str, text: str, wrapper_name: str, wrap
 
 
 def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose, force, is_python_module,
-                     with_pytorch_error_handling, no_implicit_headers, use_pch, labels, includes, root, **flags) -> Kernel:
+                     with_pytorch_error_handling, no_implicit_headers, use_pch, labels, includes, root, gil_not_used=False,
+                     **flags) -> Kernel:
     ident = identifier(name)
     entry = layout.entry_dir(root, f"{ident}-inline")
     display: dict[str, tuple[str, int]] = {}
-    folder = _part_folder(entry, "tcpp", cpp, functions, with_pytorch_error_handling, no_implicit_headers)
+    folder = _part_folder(entry, "tcpp", cpp, functions, with_pytorch_error_handling, no_implicit_headers, gil_not_used)
     wrap = "torch::wrap_pybind_function({f})" if with_pytorch_error_handling else "{f}"
     module_def = "".join(f'  m.def("{f}", {wrap.format(f=f)}, {json.dumps(doc)});\n' for f, doc in functions.items())
     prelude = "" if no_implicit_headers else "#include <torch/extension.h>\n"
-    wrapper = f'{prelude}#include "@USER@"\n' + (f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{module_def}}}\n" if functions else "")
+    module_args = "TORCH_EXTENSION_NAME, m, pybind11::mod_gil_not_used()" if gil_not_used else "TORCH_EXTENSION_NAME, m"
+    wrapper = f'{prelude}#include "@USER@"\n' + (f"\nPYBIND11_MODULE({module_args}) {{\n{module_def}}}\n" if functions else "")
     user, cpp_wrapper = _write_part(folder, f"{ident}.cpp", cpp, "main.cpp", wrapper)
     display[str(user)] = (f"<{(labels or {}).get('cpp', (f'load_inline {name!r} cpp_sources', 1))[0]}>",
                           (labels or {}).get("cpp", ("", 1))[1])
