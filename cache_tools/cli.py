@@ -225,7 +225,8 @@ def info_cmd(names, root, force, as_json) -> None:
                 out.print(f"    {k:8s} {escape(str(v))}")
             out.print(f"    cflags   {escape(' '.join(b['cflags'] or []))}")
             if b["cuda_cflags"]:
-                out.print(f"    nvcc     {escape(' '.join(b['cuda_cflags']))}")
+                compiler = "nvrtc" if "nvrtc" in (b["versions"] or {}) else "nvcc"
+                out.print(f"    {compiler}    {escape(' '.join(b['cuda_cflags']))}")
             out.print(f"    ldflags  {escape(' '.join(b['ldflags'] or []))}")
             out.print(f"    log      {escape(str(b['build_log']))}")
             if b["functions"]:

@@ -153,6 +153,8 @@ def _kwb_origin(m: Manifest) -> str:
     """What made a kwb build: "kwb kernel", "kwb load_inline", or the kind of extension kwb built."""
     if m.kind == "inline":
         return "kwb load_inline"
+    if m.kind == "nvrtc":
+        return "kwb NVRTC kernel"
     return {"pybind": "kwb pybind ext", "torch_library": "kwb TORCH_LIBRARY ext"}.get(m.binding, "kwb kernel")
 
 
@@ -193,7 +195,7 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
         stem = n[: -len(layout.MANIFEST_SUFFIX)]
         data = Manifest.read(path / n)
         stems_with_manifest.add(stem)
-        library = path / f"{stem}{layout.LIBRARY_SUFFIX}"
+        library = path / (data.library if data else f"{stem}{layout.LIBRARY_SUFFIX}")  # a raw kernel's is a .cubin
         loaded_marker = path / f"{stem}{layout.LOADED_SUFFIX}"
         files = [p for p in (path / n, library, loaded_marker) if p.name in names]
         if data:

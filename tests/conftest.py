@@ -29,14 +29,30 @@ def _has_nvcc() -> bool:
 HAS_NVCC = _has_nvcc()
 
 
+def _has_nvrtc() -> bool:
+    from workbench.build import nvrtc
+
+    try:
+        nvrtc.version()
+    except Exception:  # noqa: BLE001 - any reason NVRTC cannot be loaded means: skip
+        return False
+    return True
+
+
+HAS_NVRTC = _has_nvrtc()
+
+
 def pytest_collection_modifyitems(config, items):
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
     no_nvcc = pytest.mark.skip(reason="needs nvcc and a CUDA build of torch to compile CUDA code")
+    no_nvrtc = pytest.mark.skip(reason="needs NVRTC, which comes with a CUDA build of torch")
     for item in items:
         if "cuda" in item.keywords and not HAS_GPU:
             item.add_marker(no_gpu)
         if "nvcc" in item.keywords and not HAS_NVCC:
             item.add_marker(no_nvcc)
+        if "nvrtc" in item.keywords and not HAS_NVRTC:
+            item.add_marker(no_nvrtc)
 
 
 def pytest_sessionfinish(session, exitstatus):

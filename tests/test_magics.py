@@ -182,3 +182,27 @@ def test_editing_the_cuda_part_of_a_cell_recompiles_only_the_cu(ip, capsys):
     if torch.cuda.is_available():
         x = torch.randn(100, device="cuda")
         torch.testing.assert_close(ip.user_ns["square"](x), x * x * 2)
+
+
+RAW = 'extern "C" __global__ void mraw(float* y, float a, int n) {\n  int i = threadIdx.x;\n  if (i < n) y[i] *= a;\n}\n'
+
+
+@pytest.mark.nvrtc
+def test_a_cuda_kernel_cell_binds_the_raw_kernel_and_an_unchanged_cell_is_cached(ip, capsys):
+    error, shown = run(ip, capsys, "cuda_kernel", "mraw --arch 9.0 --options '-DUNUSED=1'", RAW)
+    assert error is None, shown
+    assert "mraw(float* y, float a, int n) (sm_90): compiled with NVRTC in" in shown and "registers" in shown, shown
+    k = ip.user_ns["mraw"]
+    assert [s.size for s in k.slots] == [8, 4, 4]
+    error, shown = run(ip, capsys, "cuda_kernel", "mraw --arch 9.0 --options '-DUNUSED=1'", RAW)
+    assert error is None and "(sm_90): cached" in shown, shown
+
+
+@pytest.mark.nvrtc
+def test_a_cuda_kernel_cell_that_does_not_compile_shows_the_cells_line(ip, capsys):
+    error, shown = run(ip, capsys, "cuda_kernel", "mraw_bad --arch 9.0", RAW.replace("mraw", "mraw_bad").replace("*= a", "*= b"))
+    assert isinstance(error, CellBuildError)
+    # line 4 of the cell as Jupyter numbers it: line 1 is the %%cuda_kernel line
+    assert '<%%cuda_kernel mraw_bad>:4:' not in shown and '%%cuda_kernel mraw_bad:4:' in shown, shown
+    assert 'identifier "b" is undefined' in shown and "Traceback" not in shown, shown
+    assert "mraw_bad" not in ip.user_ns

@@ -8,7 +8,8 @@
 
 The package is three rooms and a front door:
 
-    build/     sources -> compiled, cached, loaded ops (wb.load, wb.load_inline, Kernel)
+    build/     sources -> compiled, cached, loaded ops (wb.load, wb.load_inline, Kernel; raw
+               kernels through NVRTC: wb.cuda_kernel, wb.raw_op)
     harness/   is it right, how fast is it (wb.check, wb.bench, specs, CSV results)
     report/    tables, plots, report folders, notebook helpers
     __init__.py, cli.py, magics.py, doctor.py, runner.py: the faces people use
@@ -31,6 +32,10 @@ _LAZY = {
     "load_all": ("workbench.build.parallel", "load_all"),
     "cache_root": ("workbench.build.loader", "cache_root"),
     "Kernel": ("workbench.build.kernel", "Kernel"),
+    "cuda_kernel": ("workbench.build.raw_kernel", "cuda_kernel"),
+    "RawKernel": ("workbench.build.raw_kernel", "RawKernel"),
+    "LaunchError": ("workbench.build.raw_kernel", "LaunchError"),
+    "raw_op": ("workbench.build.raw_op", "raw_op"),
     "kernels_dir": ("workbench.build.sources", "kernels_dir"),
     "list_kernels": ("workbench.build.sources", "builtin_names"),
     "BuildError": ("workbench.build.errors", "BuildError"),

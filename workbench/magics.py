@@ -12,6 +12,9 @@
     %%cpp twice_kernels --functions twice
     at::Tensor twice(const at::Tensor& x) { return x * 2; }
 
+    %%cuda_kernel relu_scale [--options '-DBLOCK=256 --use_fast_math'] [--arch 9.0] [-v]
+    extern "C" __global__ void relu_scale(const float* x, float* y, float alpha, long long n) { ... }
+
 Above the `// --- cpp ---` line: CUDA (kernels and launchers over raw pointers; CUDA headers
 only, so an edit recompiles in seconds). Below it: C++ with ATen, the functions the ops are
 made of. `--cpp VAR` takes that C++ from a notebook variable instead. The functions land in
@@ -19,6 +22,10 @@ the notebook's namespace, and NAME holds the Kernel. A failed build stops the ce
 "Run All") with the compiler's diagnostics at the cell's line numbers as its error, and no
 traceback; a bad magic line is a UsageError. An unchanged cell is a cache hit; an edited one
 rebuilds only what changed.
+
+%%cuda_kernel compiles the cell with NVRTC (wb.cuda_kernel: a fraction of a second, no
+dispatcher op) and binds NAME, its extern "C" __global__ function, to the raw kernel:
+`relu_scale(grid, block, (x, y, 1.5, n))`.
 """
 from __future__ import annotations
 
@@ -52,6 +59,11 @@ class _Parser(argparse.ArgumentParser):
 def _parser(magic: str) -> argparse.ArgumentParser:
     p = _Parser(prog=f"%%{magic}", add_help=False)
     p.add_argument("name")
+    if magic == "cuda_kernel":
+        p.add_argument("--options", default="", help="NVRTC options, quoted: --options '-DBLOCK=256 --use_fast_math'")
+        p.add_argument("--arch", default=None, help="the GPU architecture, 9.0 (default: the visible GPU's)")
+        p.add_argument("-v", "--verbose", action="store_true")
+        return p
     p.add_argument("--functions", default="", help="comma-separated C++ functions to expose as ops")
     if magic == "cuda":
         p.add_argument("--cpp", default=None, help="a notebook variable holding the C++ part")
@@ -65,13 +77,15 @@ def parse_line(magic: str, line: str) -> argparse.Namespace:
     words = shlex.split(line)
     # "--flags '-O3'": argparse takes a value starting with '-' for an option, so join them.
     for i in range(len(words) - 1):
-        if words[i] == "--flags":
-            words[i:i + 2] = [f"--flags={words[i + 1]}"]
+        if words[i] in ("--flags", "--options"):
+            words[i:i + 2] = [f"{words[i]}={words[i + 1]}"]
             break
     try:
         args = _parser(magic).parse_args(words)
     except MagicUsageError as e:
         raise MagicUsageError(f"%%{magic} {line}: {e}\n{_parser(magic).format_usage().strip()}") from None
+    if magic == "cuda_kernel":
+        return args
     args.functions = [f.strip() for f in args.functions.split(",") if f.strip()]
     if args.name in args.functions:
         raise MagicUsageError(f"%%{magic} {line}: NAME ({args.name!r}) holds the kernel, so it must differ from the "
@@ -133,6 +147,25 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
     return kernel, status
 
 
+def run_kernel_cell(line: str, cell: str, namespace: dict):
+    """Compile a %%cuda_kernel cell with NVRTC and bind NAME to the raw kernel. Returns (RawKernel,
+    the line to print); raises CellBuildError when NVRTC rejects it."""
+    from .build.errors import KwbError
+    from .build.raw_kernel import cuda_kernel
+
+    args = parse_line("cuda_kernel", line)
+    try:
+        kernel = cuda_kernel(cell, args.name, options=shlex.split(args.options), arch=args.arch, verbose=args.verbose,
+                             label=f"%%cuda_kernel {args.name}", first_line=2)
+    except KwbError as e:
+        raise CellBuildError(str(e)) from None
+    namespace[args.name] = kernel
+    how = f"compiled with NVRTC in {kernel.compile_seconds:.2f} s" if kernel.compiled else "cached"
+    own = [f for f in kernel.resources if f.name == args.name]
+    regs = f"; {own[0].registers} registers, {own[0].spill_stores} bytes spilled" if own else ""
+    return kernel, f"{kernel.signature()} ({kernel.arch}): {how}{regs}"
+
+
 def load_ipython_extension(ipython) -> None:
     from IPython.core.error import UsageError
     from IPython.core.magic import Magics, cell_magic, magics_class
@@ -153,6 +186,15 @@ def load_ipython_extension(ipython) -> None:
         def cuda(self, line: str, cell: str):
             """%%cuda NAME [--functions f,g] [--cpp VAR] [--flags '...'] [-v] [--force]"""
             return self._run("cuda", line, cell)
+
+        @cell_magic
+        def cuda_kernel(self, line: str, cell: str):
+            """%%cuda_kernel NAME [--options '...'] [--arch 9.0] [-v]: a raw kernel through NVRTC."""
+            try:
+                _, status = run_kernel_cell(line, cell, self.shell.user_ns)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            print(status)
 
         @cell_magic
         def cpp(self, line: str, cell: str):

@@ -1,0 +1,253 @@
+"""Raw kernels through NVRTC (wb.cuda_kernel), without a GPU: compiling for sm_90, the cache
+(memory, disk, a fresh process; headers in the key), errors at the user's lines, and every
+check a launch makes of its arguments before it reaches the driver. Launches are in
+test_raw_kernels_gpu.py."""
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+import torch
+
+import workbench as wb
+from cache_tools import api
+from conftest import run_python
+from workbench.build import nvrtc, raw_kernel, signature
+
+pytestmark = pytest.mark.nvrtc
+
+RELU_SCALE = """\
+// y = max(x, 0) * alpha, one element a thread
+extern "C" __global__ void relu_scale(const float* __restrict__ x, float* __restrict__ y, float alpha,
+                                      long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = fmaxf(x[i], 0.f) * alpha;
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory(monkeypatch):
+    """Each test starts with nothing compiled in this process (the disk cache is the session's)."""
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+
+
+def _no_compiling(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("NVRTC compiled where the cache should have answered")
+
+    monkeypatch.setattr(nvrtc, "compile", refuse)
+
+
+def test_a_kernel_compiles_for_the_arch_with_its_parameters_and_resources():
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    assert k.compiled and k.arch == "sm_90" and k.cubin[:4] == b"\x7fELF"
+    assert [s.size for s in k.slots] == [8, 8, 4, 8] and [s.offset for s in k.slots] == [0, 8, 16, 24]
+    assert [(p.name, p.dtype, p.pointer) for p in k.params] == [
+        ("x", "float32", True), ("y", "float32", True), ("alpha", "float32", False), ("n", "int64", False)]
+    assert k.signature() == "relu_scale(float* x, float* y, float alpha, long long n)"
+    (own,) = k.resources
+    assert own.name == "relu_scale" and own.arch == "sm_90" and own.registers > 0 and not own.spills
+    assert 0 < k.occupancy(256) <= 1.0
+    assert k.cubin_path.read_bytes() == k.cubin and k.manifest_path.exists()
+
+
+def test_unchanged_source_is_a_cache_hit_in_memory_on_disk_and_in_a_fresh_process(monkeypatch):
+    first = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    _no_compiling(monkeypatch)
+    again = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    assert not again.compiled and again.key == first.key and again.cubin == first.cubin
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+    from_disk = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    assert not from_disk.compiled and from_disk.key == first.key
+    res = run_python(f"""
+        import json, workbench as wb
+        from workbench.build import nvrtc
+        nvrtc.compile = None   # calling it would fail: the cubin must come from the disk
+        k = wb.cuda_kernel({RELU_SCALE!r}, "relu_scale", arch="9.0")
+        print(json.dumps({{"compiled": k.compiled, "key": k.key}}))
+    """)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"compiled": False, "key": first.key}
+
+
+def test_an_edited_source_or_header_is_new_code_and_reverting_finds_the_old(tmp_path, monkeypatch):
+    folder = tmp_path / "k"
+    folder.mkdir()
+    (folder / "scale.h").write_text("#pragma once\n#define SCALE 2.0f\n")
+    source = folder / "scaled.cu"
+    source.write_text('#include "scale.h"\nextern "C" __global__ void scaled(float* y) { y[threadIdx.x] *= SCALE; }\n')
+    first = wb.cuda_kernel(source, "scaled", arch="9.0")
+    assert first.compiled and str(folder / "scale.h") in json.loads(first.manifest_path.read_text())["headers"]
+    (folder / "scale.h").write_text("#pragma once\n#define SCALE 3.0f\n")
+    header_edit = wb.cuda_kernel(source, "scaled", arch="9.0")
+    assert header_edit.compiled and header_edit.key != first.key and header_edit.cubin != first.cubin
+    source.write_text(source.read_text().replace("*= SCALE", "*= SCALE * 2.0f"))
+    source_edit = wb.cuda_kernel(source, "scaled", arch="9.0")
+    assert source_edit.compiled and source_edit.key not in (first.key, header_edit.key)
+    source.write_text(source.read_text().replace("*= SCALE * 2.0f", "*= SCALE"))
+    (folder / "scale.h").write_text("#pragma once\n#define SCALE 2.0f\n")
+    _no_compiling(monkeypatch)
+    reverted = wb.cuda_kernel(source, "scaled", arch="9.0")
+    assert not reverted.compiled and reverted.key == first.key
+
+
+def test_options_and_arch_are_in_the_key():
+    base = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    fast = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0", options=["--use_fast_math"])
+    ampere = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="8.0")
+    assert len({base.key, fast.key, ampere.key}) == 3 and ampere.arch == "sm_80"
+
+
+def test_a_compile_error_points_at_the_users_line_with_a_caret(tmp_path):
+    bad = RELU_SCALE.replace("fmaxf(x[i], 0.f)", "fmaxf(x[i], zero)")
+    with pytest.raises(wb.BuildError) as e:
+        wb.cuda_kernel(bad, "relu_scale", arch="9.0", label="%%cuda_kernel relu_scale", first_line=2)
+    text = str(e.value)
+    assert "building relu_scale (cuda, NVRTC) failed: 1 error" in text, text
+    assert '%%cuda_kernel relu_scale:6:33: error: identifier "zero" is undefined' in text, text
+    lines = text.splitlines()
+    shown = next(i for i, line in enumerate(lines) if "fmaxf(x[i], zero)" in line)
+    assert lines[shown + 1].index("^") == lines[shown].index("zero")
+    assert "full log:" in text
+
+
+def test_an_error_in_an_included_header_names_the_header(tmp_path):
+    (tmp_path / "broken.h").write_text("#pragma once\nstatic __device__ float twice(float v) { return v * two; }\n")
+    source = tmp_path / "uses.cu"
+    source.write_text('#include "broken.h"\nextern "C" __global__ void uses(float* y) { y[0] = twice(y[0]); }\n')
+    with pytest.raises(wb.BuildError) as e:
+        wb.cuda_kernel(source, "uses", arch="9.0")
+    assert f"{tmp_path / 'broken.h'}:2:" in str(e.value) and '"two" is undefined' in str(e.value)
+
+
+def test_a_name_the_cubin_lacks_is_named_with_what_it_holds():
+    mangled = 'extern "C" __global__ void other(float* y) {}\n__global__ void plain(float* y) {}\n'
+    with pytest.raises(wb.BuildError, match=r"no extern \"C\" __global__ function named wanted; the cubin holds: "
+                                            r"_Z5plainPf, other"):
+        wb.cuda_kernel(mangled, "wanted", arch="9.0")
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(name="not a name"), ValueError, "name must be the kernel's C identifier"),
+    (dict(options=["-arch=sm_80"]), ValueError, "give the architecture as arch="),
+    (dict(options=[3]), TypeError, "options must be NVRTC options as strings"),
+    (dict(arch="banana"), ValueError, "arch must name a GPU architecture"),
+    (dict(source=b"bytes"), TypeError, "source must be CUDA C\\+\\+ text or the path of a .cu file"),
+    (dict(source="/nowhere/k.cu"), FileNotFoundError, "source: cannot read /nowhere/k.cu"),
+])
+def test_bad_arguments_are_named(kwargs, error, message):
+    args = dict(source=RELU_SCALE, name="relu_scale", arch="9.0") | kwargs
+    with pytest.raises(error, match=message):
+        wb.cuda_kernel(args.pop("source"), args.pop("name"), **args)
+
+
+def test_a_damaged_cubin_is_compiled_again_and_verify_flags_it(monkeypatch, cache_root, capfd):
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    k.cubin_path.write_bytes(k.cubin[: len(k.cubin) // 2])
+    broken = [e for e in api.verify(api.open_cache(cache_root)) if e.kernel == "relu_scale" and e.origin == "kwb NVRTC kernel"]
+    assert broken, "kwb cache verify passed a cubin cut to half"
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+    again = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    assert again.compiled and again.cubin == k.cubin
+    assert "damaged" in capfd.readouterr().err
+
+
+def test_kwb_cache_lists_raw_kernels(cache_root):
+    wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    entries = [e for e in api.open_cache(cache_root).entries if e.origin == "kwb NVRTC kernel"]
+    assert entries and entries[0].kernel == "relu_scale" and entries[0].state == "fresh", [(e.kernel, e.state) for e in entries]
+
+
+# --- arguments, checked before any driver call --------------------------------------------------
+
+@pytest.fixture
+def relu():
+    return wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+
+
+def _packed(kernel, args) -> list[bytes]:
+    _, buffers, _ = kernel._pack(args, check_device=False)
+    return [bytes(b) for b in buffers]
+
+
+def test_arguments_are_packed_as_the_parameters_declare(relu):
+    x, y = torch.randn(7), torch.empty(7)
+    packed = _packed(relu, (x, y, 1.5, 7))
+    assert packed == [struct.pack("<Q", x.data_ptr()), struct.pack("<Q", y.data_ptr()), struct.pack("<f", 1.5),
+                      struct.pack("<q", 7)]
+    assert _packed(relu, (x, None, 2, 7))[1:3] == [struct.pack("<Q", 0), struct.pack("<f", 2.0)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (lambda x: (x, x, 1.5), r"relu_scale takes 4 arguments, relu_scale\(float\* x, float\* y, float alpha, long long n\); got 3"),
+    (lambda x: (x.half(), x, 1.5, 7), r"argument 0 \(float\* x\) points at float32 elements, got a float16 tensor"),
+    (lambda x: (x, x, x, 7), r"argument 2 \(float alpha\) is a value, not a pointer"),
+    (lambda x: (x, x, 1.5, 7.0), r"argument 3 \(long long n\) is an integer, got the float 7.0"),
+    (lambda x: (x, x, 1.5, 2**63), r"argument 3 \(long long n\) cannot hold 9223372036854775808"),
+    (lambda x: (x, "y", 1.5, 7), r"argument 1 \(float\* y\) is a pointer: pass a tensor"),
+    (lambda x: (x.view(2, 4).t(), x, 1.5, 7), r"argument 0 \(float\* x\) must be contiguous"),
+    (lambda x: (x, x, "1.5", 7), r"argument 2 \(float alpha\) must be a number, got str"),
+])
+def test_a_wrong_argument_is_named_with_the_rule(relu, args, message):
+    with pytest.raises(wb.LaunchError, match=message):
+        relu._pack(args(torch.randn(8)), check_device=False)
+
+
+def test_a_cpu_tensor_is_refused_before_any_launch(relu):
+    with pytest.raises(wb.LaunchError, match=r"argument 0 \(float\* x\) must be a CUDA tensor, got one on cpu"):
+        relu._pack((torch.randn(4), torch.randn(4), 1.0, 4))
+
+
+def test_types_the_text_cannot_name_follow_the_cubins_sizes():
+    src = """
+    #include <cuda_fp16.h>
+    #include <cuda_bf16.h>
+    typedef float real;
+    struct Pair { float a; int b; };
+    extern "C" __global__ void mixed(real* out, Pair p, __half h, __nv_bfloat16 b, unsigned short u, const float4* v) {}
+    """
+    k = wb.cuda_kernel(src, "mixed", arch="9.0")
+    assert [s.size for s in k.slots] == [8, 8, 2, 2, 2, 8]
+    out = torch.empty(4, dtype=torch.float64)  # real is a typedef: no dtype to hold it to
+    packed = _packed(k, (out, struct.pack("<fi", 1.0, 2), 0.5, 1.5, 65535, torch.empty(8)))
+    assert packed[1] == struct.pack("<fi", 1.0, 2) and packed[2] == struct.pack("<e", 0.5)
+    assert packed[3] == torch.tensor(1.5, dtype=torch.bfloat16).view(torch.int16).item().to_bytes(2, "little", signed=True)
+    assert packed[4] == struct.pack("<H", 65535)
+    with pytest.raises(wb.LaunchError, match=r"argument 1 \(Pair p\) takes 8 bytes, got 4"):
+        _packed(k, (out, b"\0" * 4, 0.5, 1.5, 1, torch.empty(8)))
+    misaligned = torch.empty(9)[1:]
+    with pytest.raises(wb.LaunchError, match=r"argument 5 \(float4\* v\) must be aligned to 16 bytes"):
+        _packed(k, (out, b"\0" * 8, 0.5, 1.5, 1, misaligned))
+
+
+@pytest.mark.parametrize("what, value, message", [
+    ("grid", 0, r"grid\[0\] must be between 1 and 2147483647, got 0"),
+    ("block", (32, 32, 65), r"block\[2\] must be between 1 and 64, got 65"),
+    ("block", (1, 2, 3, 4), "block must be a whole number or a tuple of 1 to 3 of them"),
+    ("grid", "8", "grid must be a whole number or a tuple of 1 to 3 of them"),
+])
+def test_launch_dimensions_are_checked(what, value, message):
+    limits = (2**31 - 1, 65535, 65535) if what == "grid" else (1024, 1024, 64)
+    with pytest.raises(wb.LaunchError, match=message):
+        raw_kernel._dims(value, what, limits)
+
+
+@pytest.mark.parametrize("declaration, expected", [
+    ("const float4* __restrict__ v", ("v", "float4*", True, "float32", 16)),
+    ("unsigned long long n", ("n", "unsigned long long", False, "uint64", 1)),
+    ("std::int64_t n", ("n", "int64_t", False, "int64", 1)),
+    ("__nv_bfloat16 *__restrict__ out", ("out", "__nv_bfloat16*", True, "bfloat16", 2)),
+    ("const __grid_constant__ Params p", ("p", "Params", False, None, 1)),
+    ("void* raw", ("raw", "void*", True, None, 1)),
+])
+def test_parameter_declarations_are_read(declaration, expected):
+    src = f'/* k(int a, int b) in a comment */\nextern "C" __global__ void __launch_bounds__(256) k({declaration}) {{ }}\n'
+    (p,) = signature.find(src, "k")
+    assert (p.name, p.type, p.pointer, p.dtype, p.align) == expected
+
+
+def test_a_kernel_not_in_the_text_has_no_declared_parameters():
+    assert signature.find("__device__ void k(int a) {}\n", "k") is None
+    assert signature.find('extern "C" __global__ void k(void) {}\n', "k") == []

@@ -1,0 +1,436 @@
+"""wb.cuda_kernel(): an `extern "C" __global__` function compiled with NVRTC and launched on
+torch tensors, for the sub-second edit loop (no nvcc, no host compiler, no linker, no dispatcher).
+
+    k = wb.cuda_kernel(source, "relu_scale")           # source: text, or a .cu file's path
+    k((blocks,), (256,), (x, y, 1.5, x.numel()))       # on the current stream, arguments checked
+
+Cache: the cubin and its manifest under <cache root>/kwb_nvrtc-<name>/, keyed (cache_tools'
+build_base/build_key, as nvcc builds are) by the source, every header it includes (found by
+following its #include lines through the include folders, each hashed), the options, the
+architecture and NVRTC's version. A key seen in this process is a dictionary lookup; one on
+disk reads the cubin (its size and sha256 checked against the manifest, as a library's are);
+either way NVRTC does not compile. A changed source or header is a new key: new code.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import re
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cache_tools import layout
+from cache_tools.fsutil import atomic_write_bytes, atomic_write_text
+from cache_tools.manifest import FORMAT, Manifest
+from cache_tools.resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
+
+from . import cubin as cubins, diagnostics, notices, nvrtc, signature, toolchain
+from .builder import library_problem
+from .errors import BuildError, KwbError
+from .resources import parse_ptxas
+from .signature import Param
+from .sources import common_dir
+
+KIND = "nvrtc"
+SUFFIX = ".cubin"
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+_memory: dict[str, "RawKernel"] = {}
+_lock = threading.Lock()
+
+
+class LaunchError(KwbError, ValueError):
+    """A launch's arguments do not fit the kernel: which argument, and the rule."""
+
+
+# --- what goes into the key -----------------------------------------------------------------------
+
+def _includes(path: Path, text: str, dirs: list[Path], found: dict[str, str]) -> None:
+    """Every header reachable from text's #include lines through the including file's folder
+    (for "...") and dirs, hashed into found. Headers no folder holds (NVRTC's and CUDA's own,
+    whose versions are in the key) are left to NVRTC."""
+    for m in _INCLUDE.finditer(signature.strip_comments(text)):
+        quoted, name = m.group(1) == '"', m.group(2)
+        for folder in ([path.parent] if quoted else []) + dirs:
+            candidate = (folder / name).resolve()
+            if candidate.is_file():
+                if str(candidate) not in found:
+                    data = candidate.read_bytes()
+                    found[str(candidate)] = hashlib.sha256(data).hexdigest()
+                    _includes(candidate, data.decode(errors="replace"), dirs, found)
+                break
+
+
+@dataclass
+class _Request:
+    name: str
+    text: str
+    program: Path          # the file NVRTC's diagnostics name (the user's .cu, or a copy of the text)
+    label: str             # what error messages call the source
+    first_line: int
+    include_dirs: list[Path]
+    options: list[str]
+    arch: str
+    kept: bool = False     # program is kwb's copy of text (written before compiling)
+
+
+def _arch(arch: str | None) -> str:
+    """'sm_90': arch as given ('9.0', '90', 'sm_90a'), else the visible GPU's, KWB_CUDA_ARCH or
+    TORCH_CUDA_ARCH_LIST (the first), else sm_90, as CUDA builds choose."""
+    text = arch if arch is not None else toolchain.cuda_archs()[0]
+    text = str(text).strip().lower().removeprefix("sm_").removeprefix("compute_").replace(".", "")
+    if not re.fullmatch(r"\d{2,3}[af]?", text):
+        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {arch!r}")
+    return f"sm_{text}"
+
+
+def _request(source, name: str, options, include_dirs, arch, label, first_line) -> _Request:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        raise ValueError(f"name must be the kernel's C identifier (its extern \"C\" __global__ function), got {name!r}")
+    if isinstance(options, str):
+        options = options.split()
+    options = list(options or [])
+    if not all(isinstance(o, str) for o in options):
+        raise TypeError(f"options must be NVRTC options as strings, got {options!r}")
+    bad = [o for o in options if o.startswith(("-arch", "--gpu-architecture"))]
+    if bad:
+        raise ValueError(f"options: give the architecture as arch= (or KWB_CUDA_ARCH), not {bad[0]!r}")
+    dirs = [Path(d).expanduser().resolve() for d in ([include_dirs] if isinstance(include_dirs, (str, Path))
+                                                      else list(include_dirs or []))]
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))):
+        path = Path(source).expanduser().resolve()
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise FileNotFoundError(f"source: cannot read {path}: {e.strerror}") from None
+        return _Request(name, text, path, label or str(path), first_line, [path.parent, *dirs, common_dir()], options,
+                        _arch(arch))
+    if not isinstance(source, str):
+        raise TypeError(f"source must be CUDA C++ text or the path of a .cu file, got {type(source).__name__}")
+    # text: "..." includes resolve against the working folder (a notebook's), as for a file beside it
+    return _Request(name, source, Path(), label or f"<{name} source>", first_line, [Path.cwd(), *dirs, common_dir()],
+                    options, _arch(arch))
+
+
+def _key_parts(req: _Request, entry: Path) -> tuple[dict, dict, dict]:
+    """(config, sources, headers) as cache_tools' build_base/build_key take them. Text is
+    recorded as the file kwb keeps it in (entry/src/<name>-<hash>.cu), so `kwb cache verify`
+    recomputes the same key and `kwb cache list` finds the source."""
+    headers: dict[str, str] = {}
+    _includes(req.program if req.program != Path() else Path.cwd() / "<text>", req.text, req.include_dirs, headers)
+    config = {"kind": KIND, "kernel": req.name, "archs": [req.arch], "cuda_cflags": req.options,
+              "include_dirs": [str(d) for d in req.include_dirs],
+              "versions": {"nvrtc": nvrtc.version(), "kwb_format": FORMAT}}
+    text_hash = hashlib.sha256(req.text.encode()).hexdigest()
+    if req.program == Path():
+        req.program = entry / "src" / f"{req.name}-{text_hash[:16]}.cu"
+        req.kept = True
+    return config, {str(req.program): text_hash}, headers
+
+
+# --- the kernel -------------------------------------------------------------------------------------
+
+@dataclass
+class _Loaded:
+    module: ctypes.c_void_p
+    function: ctypes.c_void_p
+    attributes: dict
+    dynamic_smem_allowed: int = 48 * 1024
+
+
+@dataclass
+class RawKernel:
+    """A compiled raw kernel. Call it: k(grid, block, args, shared_mem=0, stream=None)."""
+
+    name: str
+    key: str
+    cubin: bytes
+    arch: str
+    params: list[Param] | None       # as the source declares them (None: not found in the text)
+    slots: list                      # as the cubin records them (cubin.ParamSlot)
+    resources: list[FunctionResources]
+    manifest_path: Path
+    cubin_path: Path
+    compiled: bool = False           # compiled by this call (False: from the cache)
+    compile_seconds: float = 0.0
+    _loaded: dict = field(default_factory=dict, repr=False)
+
+    # -- arguments ------------------------------------------------------------------------------
+    def signature(self) -> str:
+        if self.params is not None:
+            return f"{self.name}({', '.join(p.describe() for p in self.params)})"
+        return f"{self.name}({', '.join(f'<{s.size} bytes>' for s in self.slots)})"
+
+    def _pack(self, args, check_device: bool = True):
+        """The driver's kernelParams for args: (pointer array, buffers to keep alive, device index)."""
+        import torch
+
+        if not isinstance(args, (tuple, list)):
+            args = (args,)
+        wanted = len(self.slots) if self.slots else len(self.params or ())
+        if len(args) != wanted:
+            raise LaunchError(f"{self.name} takes {wanted} arguments, {self.signature()}; got {len(args)}")
+        buffers, device = [], None
+        for i, value in enumerate(args):
+            param = self.params[i] if self.params is not None and i < len(self.params) else None
+            size = self.slots[i].size if self.slots else (param.size or 8)
+            what = f"{self.name}: argument {i} ({param.describe() if param else f'{size} bytes'})"
+            if isinstance(value, torch.Tensor):
+                data, device = _tensor_arg(value, param, size, what, device, check_device)
+            else:
+                data = _scalar_arg(value, param, size, what)
+            buffers.append((ctypes.c_char * len(data)).from_buffer_copy(data))
+        array = (ctypes.c_void_p * len(buffers))(*[ctypes.addressof(b) for b in buffers])
+        return array, buffers, device
+
+    # -- launching ------------------------------------------------------------------------------
+    def _on(self, device: int) -> _Loaded:
+        from . import cuda_driver as drv
+
+        loaded = self._loaded.get(device)
+        if loaded is None:
+            drv.ensure_context(device)
+            try:
+                module = drv.load_module(self.cubin)
+            except drv.DriverError as e:
+                import torch
+
+                major, minor = torch.cuda.get_device_capability(device)
+                raise drv.DriverError(f"{self.name}: {e}; it was compiled for {self.arch} and cuda:{device} is "
+                                      f"sm_{major}{minor} (give arch= or set KWB_CUDA_ARCH)") from None
+            function = drv.get_function(module, self.name)
+            loaded = self._loaded[device] = _Loaded(module, function, drv.attributes(function))
+        return loaded
+
+    def __call__(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
+        import torch
+
+        from . import cuda_driver as drv
+
+        grid3, block3 = _dims(grid, "grid", (2**31 - 1, 65535, 65535)), _dims(block, "block", (1024, 1024, 64))
+        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
+            raise LaunchError(f"{self.name}: shared_mem must be a whole number of bytes, at least 0, got {shared_mem!r}")
+        params, keep, device = self._pack(args)
+        if device is None:
+            device = torch.cuda.current_device()
+        loaded = self._on(device)
+        threads = block3[0] * block3[1] * block3[2]
+        limit = loaded.attributes["max_threads_per_block"]
+        if threads > limit:
+            raise LaunchError(f"{self.name}: a block of {threads} threads is more than it can have: {limit} "
+                              f"({loaded.attributes['registers']} registers a thread)")
+        if shared_mem > loaded.dynamic_smem_allowed:
+            drv.allow_dynamic_shared(loaded.function, shared_mem)
+            loaded.dynamic_smem_allowed = shared_mem
+        handle = _stream_handle(stream, device)
+        drv.launch(loaded.function, grid3, block3, shared_mem, handle, params)
+        del keep  # the driver copied the arguments during the call
+
+    def occupancy(self, block_threads: int, shared_mem: int = 0) -> float | None:
+        """Theoretical occupancy of a launch with this block size (from ptxas's report)."""
+        own = [f for f in self.resources if f.name == self.name or f.mangled == self.name]
+        return own[0].occupancy(block_threads, shared_mem) if own else None
+
+    def __repr__(self) -> str:
+        how = f"compiled in {self.compile_seconds:.2f} s" if self.compiled else "from the cache"
+        return f"<kwb raw kernel {self.signature()} {self.arch}, {how}>"
+
+    def _repr_markdown_(self) -> str:
+        rows = "\n".join("| " + " | ".join(r) + " |" for r in table_rows(self.resources))
+        head = "| " + " | ".join(TABLE_COLUMNS) + " |\n|" + "---|" * len(TABLE_COLUMNS)
+        how = f"compiled with NVRTC in {self.compile_seconds:.2f} s" if self.compiled else "loaded from the cache"
+        return f"**{self.name}** ({self.arch}, {how})\n\n`{self.signature()}`\n\n{head}\n{rows}\n"
+
+
+def _dims(value, what: str, limits: tuple[int, int, int]) -> tuple[int, int, int]:
+    items = (value,) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if items is None or not 1 <= len(items) <= 3 or any(isinstance(v, bool) or not isinstance(v, int) for v in items):
+        raise LaunchError(f"{what} must be a whole number or a tuple of 1 to 3 of them, got {value!r}")
+    items = items + (1,) * (3 - len(items))
+    for axis, (n, top) in enumerate(zip(items, limits)):
+        if not 1 <= n <= top:
+            raise LaunchError(f"{what}[{axis}] must be between 1 and {top}, got {n}")
+    return items
+
+
+def _stream_handle(stream, device: int) -> int:
+    import torch
+
+    if stream is None:
+        return torch.cuda.current_stream(device).cuda_stream
+    if isinstance(stream, torch.cuda.Stream):
+        return stream.cuda_stream
+    if isinstance(stream, int):
+        return stream
+    raise LaunchError(f"stream must be a torch.cuda.Stream, a raw stream handle or None, got {type(stream).__name__}")
+
+
+_SAME_SIZE = {"int32": "uint32", "uint32": "int32", "int64": "uint64", "uint64": "int64", "int16": "uint16",
+              "uint16": "int16", "int8": "uint8", "uint8": "int8"}
+
+
+def _tensor_arg(t, param: Param | None, size: int, what: str, device, check_device: bool):
+    import torch
+
+    if param is not None and not param.pointer:
+        raise LaunchError(f"{what} is a value, not a pointer: pass a Python number, not a tensor (t.item() if you must)")
+    if size != 8:
+        raise LaunchError(f"{what} takes {size} bytes, not a pointer: a tensor cannot go there")
+    if check_device:
+        if t.device.type != "cuda":
+            raise LaunchError(f"{what} must be a CUDA tensor, got one on {t.device}")
+        if device is not None and t.device.index != device:
+            raise LaunchError(f"{what} is on cuda:{t.device.index}, another argument on cuda:{device}: one device a launch")
+        device = t.device.index
+    if param is not None and param.dtype is not None:
+        name = str(t.dtype).removeprefix("torch.")
+        if name != param.dtype and _SAME_SIZE.get(param.dtype) != name:
+            raise LaunchError(f"{what} points at {param.dtype} elements, got a {name} tensor")
+    if not t.is_contiguous():
+        raise LaunchError(f"{what} must be contiguous (a raw kernel sees memory, not strides), got strides "
+                          f"{tuple(t.stride())}: pass t.contiguous()")
+    align = param.align if param is not None else 1
+    if t.data_ptr() % align:
+        raise LaunchError(f"{what} must be aligned to {align} bytes, got an address {t.data_ptr() % align} bytes past "
+                          "(a view at an odd offset?)")
+    return struct.pack("<Q", t.data_ptr()), device
+
+
+def _scalar_arg(value, param: Param | None, size: int, what: str) -> bytes:
+    import torch
+
+    if param is not None and param.pointer:
+        if value is None:
+            return struct.pack("<Q", 0)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return struct.pack("<Q", value)  # a raw address
+        raise LaunchError(f"{what} is a pointer: pass a tensor (or None for a null pointer), got {type(value).__name__}")
+    if isinstance(value, (bytes, bytearray)) or isinstance(value, ctypes.Structure):
+        data = bytes(value)
+        if len(data) != size:
+            raise LaunchError(f"{what} takes {size} bytes, got {len(data)}")
+        return data
+    if hasattr(value, "item") and not isinstance(value, torch.Tensor):  # a numpy scalar
+        value = value.item()
+    if not isinstance(value, (int, float)):
+        raise LaunchError(f"{what} must be a number, got {type(value).__name__}")
+    fmt = param.fmt if param is not None and param.size == size else None
+    if param is not None and param.dtype == "bfloat16" and size == 2:
+        return torch.tensor(float(value), dtype=torch.bfloat16).view(torch.int16).item().to_bytes(2, "little", signed=True)
+    if fmt is None:  # a type the text does not name: by the cubin's size and the value's kind
+        fmt = {(4, False): "i", (8, False): "q", (4, True): "f", (8, True): "d", (2, False): "h", (1, False): "b",
+               (2, True): "e"}.get((size, isinstance(value, float)))
+        if fmt is None:
+            raise LaunchError(f"{what} takes {size} bytes of a type kwb cannot read from the source: pass bytes of that size")
+    if fmt in "bBhHiIqQ?" and isinstance(value, float):
+        raise LaunchError(f"{what} is an integer, got the float {value!r}")
+    try:
+        return struct.pack("<" + fmt, value)
+    except (struct.error, OverflowError):
+        raise LaunchError(f"{what} cannot hold {value!r}") from None
+
+
+# --- compile or find ---------------------------------------------------------------------------------
+
+def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, verbose: bool = False,
+                label: str | None = None, first_line: int = 1, root: Path | None = None) -> RawKernel:
+    """Compile (or find in the cache) the extern "C" __global__ function `name` of `source`.
+
+    source: CUDA C++ text, or the path of a .cu file (its folder is searched for includes).
+    options: NVRTC options ("-DBLOCK=256", "--use_fast_math", "-lineinfo"); include_dirs: folders
+        for #include (kwb's kernels/common is always one). arch: '9.0', 'sm_90a'; default: the
+        visible GPU's, else KWB_CUDA_ARCH / TORCH_CUDA_ARCH_LIST, else sm_90.
+    label, first_line: what errors call the source, and the number of its first line (a cell).
+    Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
+    Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
+    """
+    from .loader import cache_root
+
+    req = _request(source, name, options, include_dirs, arch, label, first_line)
+    entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
+    config, sources, headers = _key_parts(req, entry)
+    base = layout.build_base(config, sources)
+    key = layout.build_key(base, headers)
+    with _lock:
+        hit = _memory.get(key)
+    if hit is not None:
+        return _again(hit)
+    stem = layout.stem(name, "cuda", base, key)
+    kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base, key, verbose)
+    with _lock:
+        _memory[key] = kernel
+    return kernel
+
+
+def _again(kernel: RawKernel) -> RawKernel:
+    """The same code again: the same loaded modules, marked as not compiled now."""
+    if kernel.compiled:
+        kernel = RawKernel(**{**kernel.__dict__, "compiled": False})
+    return kernel
+
+
+def _from_disk(req: _Request, entry: Path, stem: str, key: str) -> RawKernel | None:
+    manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
+    manifest = Manifest.read(manifest_path)
+    if manifest is None or manifest.key != key:
+        return None
+    cubin_path = entry / manifest.library
+    problem = library_problem(cubin_path, manifest)
+    if problem:
+        notices.once(f"damaged:{cubin_path}", f"kwb: {req.name} (NVRTC): {problem}; compiling it again")
+        return None
+    image = cubin_path.read_bytes()
+    layout.mark_loaded(manifest_path)
+    return _kernel(req, manifest.key, image, manifest_path, cubin_path, functions_of(manifest.resources), compiled=False,
+                   seconds=0.0)
+
+
+def _kernel(req: _Request, key: str, image: bytes, manifest_path: Path, cubin_path: Path, functions, compiled: bool,
+            seconds: float) -> RawKernel:
+    return RawKernel(req.name, key, image, req.arch, signature.find(req.text, req.name),
+                     cubins.param_slots(image, req.name) or [], functions, manifest_path, cubin_path, compiled, seconds)
+
+
+def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict, headers: dict, base: str, key: str,
+             verbose: bool) -> RawKernel:
+    program = req.program
+    if req.kept and not program.exists():  # NVRTC's diagnostics name this file: errors show its lines
+        atomic_write_text(program, req.text)
+    options = [f"-arch={req.arch}", *nvrtc.RESOURCE_OPTIONS, *[f"-I{d}" for d in req.include_dirs],
+               *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *req.options]
+    if verbose:
+        notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
+    done = nvrtc.compile(req.text, str(program), options)
+    log_path = layout.build_dir(entry, KIND) / f"{req.name}.log"
+    atomic_write_text(log_path, done.log)
+    display = {str(program): (req.label, req.first_line)}
+    if not done.ok:
+        found = [d for d in diagnostics.parse(done.log) if d.severity != "warning"]
+        raise BuildError(req.name, "cuda, NVRTC", found, str(log_path), tail="" if found else done.log,
+                         display_paths=display)
+    names = cubins.kernel_names(done.cubin)
+    if req.name not in names:
+        raise BuildError(req.name, "cuda, NVRTC", [], str(log_path), display_paths=display,
+                         tail=f"the source has no extern \"C\" __global__ function named {req.name}; the cubin holds: "
+                              f"{', '.join(names) or 'none'} (a function without extern \"C\" has a mangled name)")
+    functions = parse_ptxas(done.log, str(program))
+    for f in functions:
+        if f.spills:
+            notices.say(f"kwb: {req.name}: {f.name} ({f.arch}) spills registers to local memory: {f.spill_stores} bytes "
+                        f"stored, {f.spill_loads} loaded a thread ({f.registers} registers)")
+    cubin_path = entry / f"{stem}{SUFFIX}"
+    atomic_write_bytes(cubin_path, done.cubin)
+    manifest = Manifest(
+        name=req.name, kind=KIND, ident=entry.name[len(layout.ENTRY_PREFIX):], device="cuda",
+        folder=str(program.parent), base=base, key=key, library=cubin_path.name, library_size=len(done.cubin),
+        library_sha256=hashlib.sha256(done.cubin).hexdigest(), sources=sources, headers=headers, config=config,
+        compilers={"cxx": None, "nvcc": None, "nvrtc": nvrtc.library_path()}, built_at=time.time(),
+        build_seconds=round(done.seconds, 4), build_log=str(log_path),
+        warnings=sum(d.severity == "warning" for d in diagnostics.parse(done.log)), binding=KIND,
+        resources={"functions": [f.to_dict() for f in functions]} if functions else {})
+    manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
+    manifest.write(manifest_path)  # last: marks the cubin whole
+    return _kernel(req, key, done.cubin, manifest_path, cubin_path, functions, compiled=True, seconds=done.seconds)
+
