@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The edit-reload loop, kwb beside "the tutorial way", for one kernel (relu_scale).
 
-    python benchmarks/jit_loop.py [--repeat N] [--skip-tutorial] [--skip-fresh] [--out DIR]
+    python benchmarks/jit_loop.py [--repeat N] [--approaches kwb,tutorial,raw,raw_op,cupy,torch_nvrtc]
+                                  [--skip-tutorial] [--skip-fresh] [--out DIR]
 
 Both approaches build the same math, y = max(x, 0) * (alpha * EDIT_SCALE + OFFSET), from a
 temporary copy of their sources with their own empty TORCH_EXTENSIONS_DIR:
@@ -11,6 +12,14 @@ temporary copy of their sources with their own empty TORCH_EXTENSIONS_DIR:
     tutorial  benchmarks/tutorial_relu_scale/: one .cu with <torch/extension.h>, the kernel,
               a wrapper and PYBIND11_MODULE, through torch.utils.cpp_extension.load(), which
               includes relu_scale_tutorial.h holding the OFFSET define
+    raw       benchmarks/raw_relu_scale/: an extern "C" kernel through wb.cuda_kernel (NVRTC),
+              launched on the tensors by a three-line Python function; its header holds OFFSET
+    raw_op    the same kernel behind wb.raw_op (a torch custom op with a fake): what the
+              dispatcher, autograd and torch.compile integration add to the loop
+    cupy      the same text through cupy.RawKernel (its own NVRTC cache, keyed by the text
+              only: a header edit is expected to come back stale), where cupy imports
+    torch_nvrtc  the same text through torch.cuda._compile_kernel (NVRTC, no cache: every
+              load compiles), where torch has it and a GPU is visible
 
 Steps, each timed with time.perf_counter() in a child process (`python -c`, one JSON line back):
 
@@ -55,6 +64,9 @@ REPO = BENCH_DIR.parent
 KWB_KERNEL = REPO / "kernels" / "relu_scale"
 TUTORIAL_SOURCES = BENCH_DIR / "tutorial_relu_scale"
 TUTORIAL_NAME = "relu_scale_tutorial"
+RAW_SOURCES = BENCH_DIR / "raw_relu_scale"
+RAW_NAME = "relu_scale_raw"
+APPROACHES = ("kwb", "tutorial", "raw", "raw_op", "cupy", "torch_nvrtc")
 
 ALPHA = 1.5
 NUM_ELEMENTS = 1 << 16
@@ -147,10 +159,77 @@ def load_module(ws: Workspace) -> Loaded:
         compiled = bool(k.build.compiled)
         return Loaded(k.relu_scale, str(k.library_path), compiled,
                       k.build.manifest.build_seconds if compiled else None)
+    if ws.approach in ("raw", "raw_op"):
+        return _load_raw(ws)
+    if ws.approach == "cupy":
+        return _load_cupy(ws)
+    if ws.approach == "torch_nvrtc":
+        return _load_torch_nvrtc(ws)
     from torch.utils.cpp_extension import load
 
     module = load(name=TUTORIAL_NAME, sources=[ws.cu], extra_cuda_cflags=["-O3"])
     return Loaded(module.relu_scale, module.__file__, None, None)
+
+
+def _launcher(launch):
+    """relu_scale(x, alpha) over a raw launch(grid, block, args): the output allocated here."""
+    import torch
+
+    def relu_scale(x, alpha):
+        y = torch.empty_like(x)
+        launch(((x.numel() + 255) // 256, 1, 1), (256, 1, 1), (x, y, float(alpha), x.numel()))
+        return y
+
+    return relu_scale
+
+
+def _load_raw(ws: Workspace) -> Loaded:
+    import torch
+
+    import workbench as wb
+
+    k = wb.cuda_kernel(Path(ws.cu), RAW_NAME)
+    fn = _launcher(k)
+    if ws.approach == "raw_op":
+        def relu_scale_raw(x, alpha):
+            return fn(x, alpha)
+
+        # this module's annotations are strings (from __future__): custom_op needs the types
+        relu_scale_raw.__annotations__ = {"x": torch.Tensor, "alpha": float, "return": torch.Tensor}
+        fn = wb.raw_op(relu_scale_raw, name="kwb_jit_loop::relu_scale_raw", fake=lambda x, alpha: torch.empty_like(x))
+    return Loaded(fn, str(k.cubin_path), k.compiled, k.compile_seconds if k.compiled else None)
+
+
+def _load_cupy(ws: Workspace) -> Loaded:
+    import cupy
+
+    kernel = cupy.RawKernel(Path(ws.cu).read_text(), RAW_NAME, options=(f"-I{ws.folder}",))
+    kernel.compile()  # CuPy compiles lazily; the load is when the cubin exists
+
+    def launch(grid, block, args):
+        import torch
+
+        x, y, alpha, n = args
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        with stream:
+            kernel(grid, block, (cupy.from_dlpack(x), cupy.from_dlpack(y), cupy.float32(alpha), cupy.int64(n)))
+
+    return Loaded(_launcher(launch), ws.cu, None, None)
+
+
+def _load_torch_nvrtc(ws: Workspace) -> Loaded:
+    import torch
+
+    kernel = torch.cuda._compile_kernel(Path(ws.cu).read_text(), RAW_NAME, cuda_include_dirs=[ws.folder])
+
+    def launch(grid, block, args):
+        x, y, alpha, n = args
+        # _compile_kernel passes Python floats as double and ints as int: hand it the C types
+        import ctypes
+
+        kernel(grid=grid, block=block, args=[x, y, ctypes.c_float(alpha), ctypes.c_longlong(n)])
+
+    return Loaded(_launcher(launch), ws.cu, None, None)
 
 
 class Probe:
@@ -289,6 +368,32 @@ def prepare_kwb(root: Path) -> Workspace:
     return Workspace("kwb", str(folder), str(cu), str(header), str(root / "cache"))
 
 
+def prepare_raw(root: Path, approach: str) -> Workspace:
+    folder = root / "src" / RAW_SOURCES.name
+    shutil.copytree(RAW_SOURCES, folder)
+    return Workspace(approach, str(folder), str(folder / f"{RAW_NAME}.cu"), str(folder / f"{RAW_NAME}.h"),
+                     str(root / "cache"))
+
+
+def unavailable(approach: str, gpu: bool) -> str | None:
+    """Why an approach cannot be measured here, or None."""
+    if approach == "cupy":
+        try:
+            import cupy  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - not installed, or installed for another CUDA
+            return f"cupy does not import here ({type(e).__name__}: {e})"
+        if not gpu:
+            return "cupy needs a GPU to compile and launch"
+    if approach == "torch_nvrtc":
+        import torch
+
+        if not hasattr(torch.cuda, "_compile_kernel"):
+            return f"torch {torch.__version__} has no torch.cuda._compile_kernel"
+        if not gpu:
+            return "torch.cuda._compile_kernel loads what it compiles, which needs a GPU"
+    return None
+
+
 def prepare_tutorial(root: Path) -> Workspace:
     folder = root / "src" / TUTORIAL_SOURCES.name
     shutil.copytree(TUTORIAL_SOURCES, folder)
@@ -388,35 +493,39 @@ def cell(step: dict | None) -> str:
     return f"{step['median_s']:.2f} s" + ("" if verdict == "-" else f" ({verdict})")
 
 
+COLUMN_TITLES = {"kwb": "kwb (nvcc)", "tutorial": "tutorial torch.utils.cpp_extension", "raw": "kwb raw (NVRTC)",
+                 "raw_op": "kwb raw_op (NVRTC + custom op)", "cupy": "cupy.RawKernel", "torch_nvrtc": "torch.cuda._compile_kernel"}
+
+
 def markdown(report: dict) -> str:
     env, results = report["environment"], report["results"]
-    kwb, tut = results.get("kwb", {}), results.get("tutorial")
+    measured = [a for a in APPROACHES if a in results]
     ran = "yes" if env["gpu"] else "no"
     rows = [("import_torch", "import torch (fresh process)", "-", "not counted in the rows below")]
     result = "new result" if env["gpu"] else "loaded module (no GPU to run on)"
     rows += [(key, label, "-" if key in ("cold", "warm") else ran, what.format(result=result))
              for key, label, what in STEPS]
     out = [
-        "# jit_loop: the edit-reload loop, kwb vs torch.utils.cpp_extension.load",
+        "# jit_loop: the edit-reload loop, kwb beside torch.utils.cpp_extension.load and NVRTC's users",
         "",
         f"- device: {env['device']}; {env['cpu_count']} CPUs; arch {env['cuda_arch']}",
         f"- torch {env['torch']} (CUDA {env['torch_cuda']}); {env['nvcc']}; Python {env['python']}",
         f"- {env['date']}; kwb {env['git']}; repeat {report['config']['repeat']} (medians)",
         "",
-        "| step | kwb | tutorial torch.utils.cpp_extension | ran_on_gpu | notes |",
-        "|---|---|---|---|---|",
+        "| step | " + " | ".join(COLUMN_TITLES[a] for a in measured) + " | ran_on_gpu | notes |",
+        "|---|" + "---|" * len(measured) + "---|---|",
     ]
     for key, label, ran_col, what in rows:
-        if key not in kwb and (tut is None or key not in tut):
+        if not any(key in results[a] for a in measured):
             continue
-        tut_cell = "skipped" if tut is None else cell(tut.get(key))
-        out.append(f"| {label} | {cell(kwb.get(key))} | {tut_cell} | {ran_col} | {what} |")
+        out.append(f"| {label} | " + " | ".join(cell(results[a].get(key)) for a in measured) + f" | {ran_col} | {what} |")
+    out += [""] + [f"- {COLUMN_TITLES[a]}: not measured: {why}" for a, why in report.get("skipped", {}).items()]
     out += [
         "",
         "Verdicts: new = the output had the value the edit predicts; STALE = the output from before "
         "the edit; WRONG = neither; ok = cold/warm output correct. Without a GPU nothing runs: "
-        "new lib = a library built after the edit and not loaded before in that process; "
-        "STALE LIB = the process got back a library it had already loaded (dlopen returns the old code).",
+        "new lib = a library (or cubin) written after the edit and not loaded before in that process; "
+        "STALE LIB = the process got back one it had already loaded (dlopen returns the old code).",
     ]
     return "\n".join(out) + "\n"
 
@@ -425,7 +534,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, help="edits per edit step; the median is reported")
     parser.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<device>)")
-    parser.add_argument("--skip-tutorial", action="store_true", help="measure kwb only")
+    parser.add_argument("--approaches", default=",".join(APPROACHES),
+                        help=f"comma-separated, of {', '.join(APPROACHES)} (default: all that run here)")
+    parser.add_argument("--skip-tutorial", action="store_true", help="leave the tutorial out")
     parser.add_argument("--skip-fresh", action="store_true", help="skip the edit-then-fresh-process steps")
     args = parser.parse_args()
     if args.repeat < 1:
@@ -448,12 +559,23 @@ def main() -> int:
     print(f"jit_loop: {env_info['device']}, arch {arch}, {env_info['nvcc']}"
           + ("" if gpu else " (no GPU: edit times end at the loaded module)"), file=sys.stderr)
 
-    approaches = [("kwb", prepare_kwb)] + ([] if args.skip_tutorial else [("tutorial", prepare_tutorial)])
-    results = {}
+    wanted = [a.strip() for a in args.approaches.split(",") if a.strip()]
+    unknown = [a for a in wanted if a not in APPROACHES]
+    if unknown:
+        parser.error(f"--approaches: unknown {', '.join(unknown)}; choose from {', '.join(APPROACHES)}")
+    if args.skip_tutorial:
+        wanted = [a for a in wanted if a != "tutorial"]
+    prepares = {"kwb": prepare_kwb, "tutorial": prepare_tutorial}
+    results, skipped = {}, {}
     try:
-        for name, prepare in approaches:
+        for name in wanted:
+            why = unavailable(name, gpu)
+            if why is not None:
+                skipped[name] = why
+                print(f"jit_loop: {name} skipped: {why}", file=sys.stderr)
+                continue
             with tempfile.TemporaryDirectory(prefix=f"kwb-jit-loop-{name}-") as tmp:
-                ws = prepare(Path(tmp))
+                ws = prepares[name](Path(tmp)) if name in prepares else prepare_raw(Path(tmp), name)
                 results[name] = bench_approach(ws, child_env(ws, arch, cuda_home), args.repeat,
                                                not args.skip_fresh, gpu)
     except (ChildFailed, subprocess.TimeoutExpired) as e:
@@ -462,8 +584,8 @@ def main() -> int:
 
     report = {"benchmark": "jit_loop", "environment": env_info,
               "config": {"repeat": args.repeat, "alpha": ALPHA, "num_elements": NUM_ELEMENTS,
-                         "fresh_steps": not args.skip_fresh, "tutorial": not args.skip_tutorial},
-              "results": results}
+                         "fresh_steps": not args.skip_fresh, "approaches": wanted},
+              "results": results, "skipped": skipped}
     text = markdown(report)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "jit_loop.json").write_text(json.dumps(report, indent=1) + "\n")

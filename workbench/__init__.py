@@ -30,7 +30,7 @@ _LAZY = {
     "load": ("workbench.build.loader", "load"),
     "load_inline": ("workbench.build.inline", "load_inline"),
     "load_all": ("workbench.build.parallel", "load_all"),
-    "cache_root": ("workbench.build.loader", "cache_root"),
+    "cache_root": ("workbench.build.cache_dir", "cache_root"),
     "Kernel": ("workbench.build.kernel", "Kernel"),
     "cuda_kernel": ("workbench.build.raw_kernel", "cuda_kernel"),
     "RawKernel": ("workbench.build.raw_kernel", "RawKernel"),

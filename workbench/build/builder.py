@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cache_tools import layout
 from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
-from cache_tools.manifest import Manifest
+from cache_tools.manifest import Manifest, library_problem
 from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
@@ -200,32 +200,6 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
 
 
 # Libraries whose bytes matched their manifest in this process: (path, size, mtime_ns).
-_verified: set[tuple[str, int, int]] = set()
-
-
-def library_problem(library: Path, manifest: Manifest) -> str | None:
-    """Why a cached library must not be loaded (its size, or the sha256 of its bytes, differs
-    from what its build wrote), or None. A library cut short crashed every load with SIGBUS; a
-    patched one loaded and computed wrong values. The hash is taken once per process per file
-    version (a 1.5 MB CUDA build: ~3 ms)."""
-    try:
-        st = library.stat()
-    except OSError as e:
-        return f"{library} cannot be read ({e.strerror})"
-    if st.st_size != manifest.library_size:
-        return f"{library.name} is {st.st_size} bytes, its build wrote {manifest.library_size} (damaged)"
-    ident = (str(library), st.st_size, st.st_mtime_ns)
-    if ident not in _verified:
-        try:
-            digest = sha256_file(library)
-        except OSError as e:
-            return f"{library} cannot be read ({e.strerror})"
-        if digest != manifest.library_sha256:
-            return f"{library.name}'s bytes differ from what its build wrote (sha256; damaged)"
-        _verified.add(ident)
-    return None
-
-
 def latest_manifest(source: KernelSource, device: str, root: Path) -> Manifest | None:
     """The newest manifest of any base for this kernel and device (for 'stale' in kwb list)."""
     entry = layout.entry_dir(root, source.ident)

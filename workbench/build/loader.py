@@ -6,8 +6,9 @@ from pathlib import Path
 
 from cache_tools import layout
 
-from . import builder, device as devices, notices, toolchain
-from .errors import LoadError, cache_error
+from . import builder, device as devices, notices
+from .cache_dir import cache_root
+from .errors import LoadError
 from .kernel import Kernel, load_library
 from .sources import KWB, KernelSource, from_files, resolve
 
@@ -15,16 +16,6 @@ from .sources import KWB, KernelSource, from_files, resolve
 # it compiles: threads loading different kernels compile side by side (build/parallel.py), and
 # two threads building one kernel meet at its entry's flock, like two processes.
 _process_lock = threading.RLock()
-
-
-def cache_root() -> Path:
-    """Where builds go: TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>/."""
-    root = layout.default_root(toolchain.torch_info().cuda)
-    try:  # a root under a file, or unwritable: one sentence, not a raw error from deep inside
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise cache_error(e, root, "the extensions cache root (TORCH_EXTENSIONS_DIR)") from None
-    return root
 
 
 def load_source(source: KernelSource, device=None, verbose: bool = False, force: bool = False,

@@ -24,13 +24,11 @@ from pathlib import Path
 
 from cache_tools import layout
 from cache_tools.fsutil import atomic_write_bytes, atomic_write_text
-from cache_tools.manifest import FORMAT, Manifest
+from cache_tools.manifest import FORMAT, Manifest, library_problem
 from cache_tools.resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
 
-from . import cubin as cubins, diagnostics, notices, nvrtc, signature, toolchain
-from .builder import library_problem
+from . import cubin as cubins, notices, nvrtc, signature, toolchain
 from .errors import BuildError, KwbError
-from .resources import parse_ptxas
 from .signature import Param
 from .sources import common_dir
 
@@ -272,8 +270,6 @@ _SAME_SIZE = {"int32": "uint32", "uint32": "int32", "int64": "uint64", "uint64":
 
 
 def _tensor_arg(t, param: Param | None, size: int, what: str, device, check_device: bool):
-    import torch
-
     if param is not None and not param.pointer:
         raise LaunchError(f"{what} is a value, not a pointer: pass a Python number, not a tensor (t.item() if you must)")
     if size != 8:
@@ -346,7 +342,7 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
     """
-    from .loader import cache_root
+    from .cache_dir import cache_root
 
     req = _request(source, name, options, include_dirs, arch, label, first_line)
     entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
@@ -402,6 +398,9 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
                *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *req.options]
     if verbose:
         notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
+    from . import diagnostics  # only a compile reads NVRTC's log
+    from .resources import parse_ptxas
+
     done = nvrtc.compile(req.text, str(program), options)
     log_path = layout.build_dir(entry, KIND) / f"{req.name}.log"
     atomic_write_text(log_path, done.log)

@@ -1,0 +1,10 @@
+// relu_scale as a raw kernel for benchmarks/jit_loop.py: extern "C" (an unmangled name that
+// NVRTC users look up), CUDA headers only; the EDIT_SCALE literal and the header's OFFSET are
+// the two edit points, as in the kwb and tutorial copies.
+#include "relu_scale_raw.h"
+
+extern "C" __global__ void relu_scale_raw(const float* __restrict__ x, float* __restrict__ y, float alpha,
+                                          long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = fmaxf(x[i], 0.0f) * (alpha * 1.0f /*EDIT_SCALE*/ + RAW_BENCH_OFFSET);
+}
