@@ -152,16 +152,25 @@ def test_headers_of_the_kernel_count_even_under_the_python_prefix(tmp_path):
     assert kept == [inside]
 
 
+def _replace_file(path: Path, data: bytes) -> None:
+    """Damage a library this test process has loaded: a new file at its path. Written in place,
+    the pages this process maps would change under it, and its exit crashed (CI: exit 139 after
+    every test passed); a fresh process sees the same damage either way."""
+    tmp = path.with_name(path.name + ".damaged")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 @pytest.mark.parametrize("damage", ["cut to half", "bytes patched"])
 def test_a_damaged_library_is_rebuilt_in_a_fresh_process_never_loaded(tiny_kernel, damage):
     k = wb.load(tiny_kernel)
     lib = k.library_path
     data = lib.read_bytes()
     if damage == "cut to half":
-        lib.write_bytes(data[: len(data) // 2])  # loaded as it was, this crashed every load with SIGBUS
+        _replace_file(lib, data[: len(data) // 2])  # loaded as it was, this crashed every load with SIGBUS
     else:  # one byte changed, the size kept: loaded as it was, a patched library computed wrong values
         i = data.index(b"\x00" * 64, len(data) // 3) + 16
-        lib.write_bytes(data[:i] + b"\x01" + data[i + 1:])
+        _replace_file(lib, data[:i] + b"\x01" + data[i + 1:])
     res = run_python(f"""
         import json, torch, workbench as wb
         k = wb.load({str(tiny_kernel)!r})
