@@ -212,7 +212,7 @@ def _load_cupy(ws: Workspace) -> Loaded:
         x, y, alpha, n = args
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         with stream:
-            kernel(grid, block, (cupy.from_dlpack(x), cupy.from_dlpack(y), cupy.float32(alpha), cupy.int64(n)))
+            kernel(grid, block, (cupy.from_dlpack(x), cupy.from_dlpack(y), cupy.float64(alpha), cupy.int32(n)))
 
     return Loaded(_launcher(launch), ws.cu, None, None)
 
@@ -223,11 +223,8 @@ def _load_torch_nvrtc(ws: Workspace) -> Loaded:
     kernel = torch.cuda._compile_kernel(Path(ws.cu).read_text(), RAW_NAME, cuda_include_dirs=[ws.folder])
 
     def launch(grid, block, args):
-        x, y, alpha, n = args
-        # _compile_kernel passes Python floats as double and ints as int: hand it the C types
-        import ctypes
-
-        kernel(grid=grid, block=block, args=[x, y, ctypes.c_float(alpha), ctypes.c_longlong(n)])
+        x, y, alpha, n = args  # a Python float goes as a double and an int as an int: the kernel's types
+        kernel(grid=grid, block=block, args=[x, y, float(alpha), int(n)])
 
     return Loaded(_launcher(launch), ws.cu, None, None)
 

@@ -45,8 +45,8 @@ def _what(argv: list[str]) -> str:
         if prog == name:
             return label
     if "-E" in argv:
-        return "host compiler -E: preprocess for the " + ("device" if "-D__CUDA_ARCH__=900" in " ".join(argv)
-                                                          or any(a.startswith("-D__CUDA_ARCH__") for a in argv) else "host")
+        return "host compiler -E: preprocess for the " + ("device" if any(a.startswith("-D__CUDA_ARCH__=") for a in argv)
+                                                          else "host")
     if "-c" in argv:
         return "host compiler -c: the host side (launchers, stubs)"
     return prog
@@ -118,11 +118,11 @@ def main() -> int:
         keep = work / "keep"
         keep.mkdir()
         exports, steps = dryrun(nvcc_command, keep, build_dir)
-        prelude = "; ".join(exports)
+        prelude = "".join(f"{e}; " for e in exports)
         rows = []
         for step in steps:
             argv = shlex.split(step)
-            seconds = statistics.median(_timed(f"{prelude}; {step}", dict(os.environ), build_dir) for _ in range(args.repeat))
+            seconds = statistics.median(_timed(f"{prelude}{step}", dict(os.environ), build_dir) for _ in range(args.repeat))
             rows.append({"phase": _what(argv), "seconds": round(seconds, 3), "program": os.path.basename(argv[0])})
         whole = statistics.median(_timed(nvcc_command, dict(os.environ), build_dir) for _ in range(args.repeat))
         link = statistics.median(_timed(link_command, dict(os.environ), build_dir) for _ in range(args.repeat))

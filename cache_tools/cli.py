@@ -226,7 +226,7 @@ def info_cmd(names, root, force, as_json) -> None:
             out.print(f"    cflags   {escape(' '.join(b['cflags'] or []))}")
             if b["cuda_cflags"]:
                 compiler = "nvrtc" if "nvrtc" in (b["versions"] or {}) else "nvcc"
-                out.print(f"    {compiler}    {escape(' '.join(b['cuda_cflags']))}")
+                out.print(f"    {compiler:8s} {escape(' '.join(b['cuda_cflags']))}")
             out.print(f"    ldflags  {escape(' '.join(b['ldflags'] or []))}")
             out.print(f"    log      {escape(str(b['build_log']))}")
             if b["functions"]:

@@ -195,7 +195,7 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
         stem = n[: -len(layout.MANIFEST_SUFFIX)]
         data = Manifest.read(path / n)
         stems_with_manifest.add(stem)
-        library = path / (data.library if data else f"{stem}{layout.LIBRARY_SUFFIX}")  # a raw kernel's is a .cubin
+        library = path / (Path(data.library).name if data else f"{stem}{layout.LIBRARY_SUFFIX}")  # a raw kernel's: .cubin
         loaded_marker = path / f"{stem}{layout.LOADED_SUFFIX}"
         files = [p for p in (path / n, library, loaded_marker) if p.name in names]
         if data:

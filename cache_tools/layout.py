@@ -33,6 +33,7 @@ LIBRARY_SUFFIX = ".so"
 LOADED_SUFFIX = ".loaded"
 BUILD_LOG = "build.log"
 TOOL_VERSIONS = ".kwb-tool-versions.json"  # the builder's compiler-version cache, at the root
+TOOL_PROBE_LOCK = ".kwb-tool-versions.lock"  # flock()ed while one process probes a compiler
 TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
 # kwb_pch-<key>/: torch/extension.h precompiled for torch-style extensions (workbench/build/pch.py)
 PCH_IDENT_PREFIX = "pch-"

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -20,7 +21,8 @@ from .fsutil import atomic_write_text
 _VERSION_CACHE_FILE = layout.TOOL_VERSIONS
 # Held while one process probes: 16 loaders in a fresh root each probed the compilers (about
 # 8 of their 22 s on the 2-core machine) before any reached its build lock.
-_PROBE_LOCK_FILE = ".kwb-tool-versions.lock"
+_PROBE_LOCK_FILE = layout.TOOL_PROBE_LOCK
+_probing_here = threading.local()  # a probe that probes again (flock is per open file) must not wait on itself
 
 
 def file_ident(path: str) -> str:
@@ -84,7 +86,7 @@ def _probing(cache_root: Path | None):
     """One prober at a time per cache root (flock, freed by the kernel if the prober dies); where
     the root cannot hold the lock file, no lock: probing twice is only slower."""
     fd = None
-    if cache_root is not None:
+    if cache_root is not None and not getattr(_probing_here, "active", False):
         try:
             fd = os.open(cache_root / _PROBE_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -92,9 +94,11 @@ def _probing(cache_root: Path | None):
             if fd is not None:
                 os.close(fd)
             fd = None
+    _probing_here.active, outer = True, getattr(_probing_here, "active", False)
     try:
         yield
     finally:
+        _probing_here.active = outer
         if fd is not None:
             os.close(fd)  # closing frees the flock
 

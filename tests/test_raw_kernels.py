@@ -251,3 +251,94 @@ def test_parameter_declarations_are_read(declaration, expected):
 def test_a_kernel_not_in_the_text_has_no_declared_parameters():
     assert signature.find("__device__ void k(int a) {}\n", "k") is None
     assert signature.find('extern "C" __global__ void k(void) {}\n', "k") == []
+
+
+def test_include_folders_and_pre_includes_given_as_options_are_in_the_key(tmp_path, monkeypatch):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "k.h").write_text("#define K 1.0f\n")
+    (tmp_path / "pre.h").write_text("#define P 2.0f\n")
+    src = '#include "k.h"\nextern "C" __global__ void opt_inc(float* y) { y[0] = K + P; }\n'
+    options = [f"-I{tmp_path / 'inc'}", "-include", str(tmp_path / "pre.h")]
+    first = wb.cuda_kernel(src, "opt_inc", arch="9.0", options=options)
+    (tmp_path / "inc" / "k.h").write_text("#define K 3.0f\n")
+    header_edit = wb.cuda_kernel(src, "opt_inc", arch="9.0", options=options)
+    assert header_edit.compiled and header_edit.key != first.key, "a header reached through -I was not in the key"
+    (tmp_path / "pre.h").write_text("#define P 4.0f\n")
+    pre_edit = wb.cuda_kernel(src, "opt_inc", arch="9.0", options=options)
+    assert pre_edit.compiled and pre_edit.key not in (first.key, header_edit.key)
+    with pytest.raises(ValueError, match="options: -include needs a value"):
+        wb.cuda_kernel(src, "opt_inc", arch="9.0", options=["-include"])
+
+
+def test_an_arch_list_entry_with_ptx_names_its_architecture(monkeypatch):
+    monkeypatch.setenv("KWB_CUDA_ARCH", "9.0+PTX")
+    assert wb.cuda_kernel(RELU_SCALE, "relu_scale").arch == "sm_90"
+
+
+def test_parameters_the_text_reads_wrong_fall_back_to_the_cubins_sizes(capfd):
+    src = '#define ARGS float* x, int n\nextern "C" __global__ void by_macro(ARGS) { if (n) x[0] = 1.f; }\n'
+    k = wb.cuda_kernel(src, "by_macro", arch="9.0")
+    assert k.params is None and [s.size for s in k.slots] == [8, 4]
+    assert "do not match the compiled kernel's" in capfd.readouterr().err
+    x = torch.empty(2)
+    assert _packed(k, (x, 3)) == [struct.pack("<Q", x.data_ptr()), struct.pack("<i", 3)]
+    unnamed = wb.cuda_kernel('extern "C" __global__ void unnamed(float* y, unsigned char) {}\n', "unnamed", arch="9.0")
+    assert [p.type for p in unnamed.params] == ["float*", "unsigned char"]
+
+
+def test_a_three_vector_pointer_needs_only_its_elements_alignment():
+    k = wb.cuda_kernel('extern "C" __global__ void v3(const float3* v, double4* w) {}\n', "v3", arch="9.0")
+    assert [p.align for p in k.params] == [4, 16]
+    _packed(k, (torch.empty(10)[3:], torch.empty(8, dtype=torch.float64)))  # 12 bytes in: a float3 may start there
+
+
+class FakeDriver:
+    """libcuda's calls as a raw kernel makes them, recorded; outputs written through byref."""
+
+    def __init__(self, current_context=0, max_threads=1024):
+        self.calls, self.current, self.max_threads = [], current_context, max_threads
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, args))
+            out = {"cuCtxGetCurrent": self.current, "cuDeviceGet": 0, "cuDevicePrimaryCtxRetain": 0xC0,
+                   "cuModuleLoadData": 0x10, "cuModuleGetFunction": 0x20}.get(name)
+            if out is not None:
+                args[0]._obj.value = out
+            if name == "cuFuncGetAttribute":
+                args[0]._obj.value = {0: self.max_threads, 4: 10}.get(args[1], 0)
+            return 0
+        return call
+
+
+@pytest.mark.parametrize("context", ["none", "the primary"])
+def test_a_launch_reaches_the_driver_in_its_order_inside_the_devices_context(relu, monkeypatch, context):
+    from workbench.build import cuda_driver
+
+    fake = FakeDriver(current_context=0 if context == "none" else 0xC0)
+    monkeypatch.setattr(cuda_driver, "library", lambda: fake)
+    monkeypatch.setattr(cuda_driver, "_primaries", {})
+    x, y = torch.randn(8), torch.empty(8)
+    params, keep, _ = relu._pack((x, y, 1.5, 8), check_device=False)
+    with cuda_driver.on_device(0):
+        relu._launch(0, (3, 1, 1), (256, 1, 1), 64 * 1024, 0x5717, params)
+    names = [name for name, _ in fake.calls]
+    if context == "none":  # a thread that never touched CUDA: the primary context pushed, then popped
+        assert names[:4] == ["cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxGetCurrent", "cuCtxPushCurrent_v2"]
+        assert names[-1] == "cuCtxPopCurrent_v2"
+    else:
+        assert "cuCtxPushCurrent_v2" not in names and "cuCtxPopCurrent_v2" not in names
+    assert names.count("cuModuleLoadData") == 1 and "cuFuncSetAttribute" in names  # 64 KiB: opted in
+    (launch,) = [args for name, args in fake.calls if name == "cuLaunchKernel"]
+    func, gx, gy, gz, bx, by, bz, smem, stream, array, extra = launch
+    assert (func.value, gx, gy, gz, bx, by, bz, smem, stream, extra) == (0x20, 3, 1, 1, 256, 1, 1, 65536, 0x5717, None)
+    sizes = [s.size for s in relu.slots]
+    assert [ctypes_bytes(array[i], n) for i, n in enumerate(sizes)] == [bytes(b) for b in keep]
+    with pytest.raises(wb.LaunchError, match="a block of 2048 threads is more than it can have: 1024"):
+        relu._launch(0, (1, 1, 1), (1024, 2, 1), 0, 0, params)
+
+
+def ctypes_bytes(address: int, size: int) -> bytes:
+    import ctypes
+
+    return ctypes.string_at(address, size)

@@ -157,3 +157,51 @@ def test_wb_check_and_bench_take_a_raw_op():
     assert report.passed, report
     timing = wb.bench(op, reference, inputs=(torch.randn(1 << 22, device="cuda"), 1.5), baselines="eager")
     assert {r["provider"] for r in timing.rows} >= {"kwb", "eager"} and all(r["status"] == "ok" for r in timing.rows), timing
+
+
+def test_the_stream_handle_reaches_the_driver(monkeypatch):
+    from workbench.build import cuda_driver
+
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale")
+    seen = []
+    real = cuda_driver.launch
+    monkeypatch.setattr(cuda_driver, "launch", lambda *a: (seen.append(a[4]), real(*a)))
+    side = torch.cuda.Stream()
+    x = torch.randn(64, device="cuda")
+    k(1, 64, (x, x, 1.0, 64), stream=side)
+    with torch.cuda.stream(side):
+        k(1, 64, (x, x, 1.0, 64))
+    k(1, 64, (x, x, 1.0, 64))
+    assert seen == [side.cuda_stream, side.cuda_stream, torch.cuda.current_stream().cuda_stream]
+
+
+def test_a_launch_from_a_new_thread_works():
+    import threading
+
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale")
+    x = torch.randn(1000, device="cuda")
+    y = torch.empty_like(x)
+    errors = []
+
+    def work():
+        try:
+            k(_blocks(1000), 256, (x, y, 2.0, 1000))
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert not errors, errors
+    torch.testing.assert_close(y, torch.relu(x) * 2.0)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs to launch on the other one")
+def test_a_launch_on_another_device_leaves_the_current_one():
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale")
+    x = torch.randn(100, device="cuda:1")
+    before = torch.cuda.current_device()
+    k(1, 128, (x, x, 1.0, 100))
+    torch.cuda.synchronize(1)
+    assert torch.cuda.current_device() == before

@@ -97,3 +97,21 @@ def test_without_a_cpu_implementation_a_cpu_tensor_is_refused_by_torch():
     op = wb.raw_op(only_cuda, name="kwb_raw_test::only_cuda", fake=lambda x: torch.empty_like(x))
     with pytest.raises(NotImplementedError, match="only_cuda"):
         op(torch.ones(2))
+
+
+def test_a_redefinition_without_a_cpu_implementation_or_backward_stops_the_old_ones():
+    first = _define("kwb_raw_test::relu_scale_e", backward=_backward, setup_context=_setup)
+    x = torch.randn(5, requires_grad=True)
+    first(x, 1.0).sum().backward()
+
+    def relu_scale(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        raise AssertionError("the CUDA launch function ran for CPU tensors")
+
+    again = wb.raw_op(relu_scale, name="kwb_raw_test::relu_scale_e", fake=lambda x, alpha: torch.empty_like(x))
+    assert again is first
+    with pytest.raises(NotImplementedError, match="has no CPU implementation in its latest definition"):
+        again(torch.randn(3), 1.0)
+    with_cpu = _define("kwb_raw_test::relu_scale_e")  # a CPU implementation again, still no backward
+    y = with_cpu(torch.randn(3, requires_grad=True), 1.0)
+    with pytest.raises(NotImplementedError, match="has no backward in its latest definition"):
+        y.sum().backward()

@@ -199,7 +199,6 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
     return None
 
 
-# Libraries whose bytes matched their manifest in this process: (path, size, mtime_ns).
 def latest_manifest(source: KernelSource, device: str, root: Path) -> Manifest | None:
     """The newest manifest of any base for this kernel and device (for 'stale' in kwb list)."""
     entry = layout.entry_dir(root, source.ident)
@@ -332,6 +331,15 @@ def _record_inputs(build_dir: Path, plan: NinjaPlan, deps: dict[str, list[str]])
 _DISK_FULL = "No space left on device"  # strerror(ENOSPC), as gcc, as and ld print it
 
 
+def _cache_write_failure(e: OSError, entry: Path) -> bool:
+    """Whether e is the cache failing to take a write (full, read-only, or something in the way
+    under the entry), as opposed to, say, a source deleted mid-edit, which stays as it is."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    inside = e.filename is not None and os.path.abspath(str(e.filename)).startswith(str(entry) + os.sep)
+    return inside and e.errno in (errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
+
+
 def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False,
           jobs: int | None = None) -> Build:
     """Build under the entry's lock (or find that another process or thread just did); jobs:
@@ -349,9 +357,9 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
         for _ in range(MAX_BUILD_ATTEMPTS):
             try:
                 result = _build_locked(source, config, entry, verbose, jobs)
-            except CacheError:
-                raise
             except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone
+                if isinstance(e, CacheError) or not _cache_write_failure(e, entry):
+                    raise
                 raise cache_error(e, e.filename or layout.build_dir(entry, config.device), "a file of this build") from None
             if result is not None:
                 return result
@@ -405,8 +413,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     deps = {step.obj: _user_headers(parse_depfile(build_dir / f"{step.obj}.d"), {str(step.source)}, build_dir, source.include_dirs)
             for step in plan.steps}
     all_headers = sorted({h for hs in deps.values() for h in hs})
-    compile_window.close()
     headers = _hash_files(all_headers)
+    compile_window.close()  # after hashing: a save between the two is inside the window, never missed
     # An input saved while the compiler ran may or may not be in the binary: build again. The
     # headers the last build read are compared by content; one this build read for the first
     # time (a first build, a new #include) by whether it was saved while the compilers ran.
@@ -445,7 +453,9 @@ class _Window:
     A header edited mid-compile of a kernel's first build used to be recorded by its new content
     while the library held the old one: a later process loaded the stale library as fresh
     (benchmarks/chaos.py, the edits part: 2 of 18 loads). A file stamped after the window (in
-    the future) does not count, so it cannot make every build start again."""
+    the future) does not count, so it cannot make every build start again. The marker lies in
+    the build folder: where the headers sit on another file system with another clock (a home
+    over NFS, a local cache), a skew between the two clocks can hide a save from the window."""
 
     def __init__(self, marker: Path):
         self.marker = marker

@@ -9,7 +9,7 @@ import struct
 from dataclasses import dataclass
 
 _KPARAM_INFO = 0x17  # EIATTR_KPARAM_INFO: one record per parameter
-_FORMAT_SIZES = {1: 0, 2: 2, 3: 2}  # EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL: a 2-byte payload at most
+_FIXED = {1, 2, 3}  # EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL: 4 bytes a record, the value inside
 _SVAL = 4  # EIFMT_SVAL: a 2-byte length, then that many bytes
 
 
@@ -36,7 +36,10 @@ def _sections(data: bytes) -> dict[str, bytes]:
     found = {}
     for name_at, _type, _flags, _addr, offset, size, *_ in headers:
         start = names_offset + name_at
-        name = data[start:data.index(b"\0", start)].decode(errors="replace")
+        end = data.find(b"\0", start)
+        if end < 0:
+            raise CubinError("a section name runs past its end (cut short?)")
+        name = data[start:end].decode(errors="replace")
         found[name] = data[offset:offset + size]
     return found
 
@@ -63,7 +66,7 @@ def param_slots(data: bytes, kernel: str) -> list[ParamSlot] | None:
                 ordinal, offset = struct.unpack_from("<HH", value, 4)
                 (flags,) = struct.unpack_from("<I", value, 8)
                 slots.append(ParamSlot(ordinal, offset, (flags >> 18) & 0x3FFF))
-        elif fmt in _FORMAT_SIZES:
+        elif fmt in _FIXED:
             at += 4
         else:
             raise CubinError(f"unknown record format {fmt} in .nv.info.{kernel}")

@@ -172,7 +172,9 @@ def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose
     ident = identifier(name)
     entry = layout.entry_dir(root, f"{ident}-inline")
     display: dict[str, tuple[str, int]] = {}
-    folder = _part_folder(entry, "tcpp", cpp, functions, with_pytorch_error_handling, no_implicit_headers, gil_not_used)
+    # gil_not_used joins the folder's hash only when set: existing builds keep their folders
+    folder = _part_folder(entry, "tcpp", cpp, functions, with_pytorch_error_handling, no_implicit_headers,
+                          *(["gil_not_used"] if gil_not_used else []))
     wrap = "torch::wrap_pybind_function({f})" if with_pytorch_error_handling else "{f}"
     module_def = "".join(f'  m.def("{f}", {wrap.format(f=f)}, {json.dumps(doc)});\n' for f, doc in functions.items())
     prelude = "" if no_implicit_headers else "#include <torch/extension.h>\n"

@@ -327,13 +327,14 @@ def load_library(source: KernelSource, build: Build) -> Kernel:
 # ops.py's error for a build whose ops registered in this process and whose ops.py then
 # raised: torch takes a namespace once a process, so loading it again re-raises that error
 # instead of failing on the registration (the namespace changes when ops.py or the build does).
-_ops_py_failures: dict[str, BaseException] = {}
+_ops_py_failures: dict[str, tuple[BaseException, object]] = {}
 
 
 def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     namespace = namespace_for(source, build)
     if namespace in _ops_py_failures:
-        raise _ops_py_failures[namespace]
+        error, trace = _ops_py_failures[namespace]
+        raise error.with_traceback(trace)  # its traceback as it was, not grown by every retry
     handle = _open(source, build)
     try:
         register = handle.kwb_register_library
@@ -351,7 +352,7 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
         if hasattr(e, "add_note"):  # Python 3.11+
             e.add_note(f"kwb: {source.ops_file} raised this when {source.name}'s build was loaded; loading it again in "
                        "this process gives this error again: edit ops.py (or restart Python) to load it anew")
-        _ops_py_failures[namespace] = e
+        _ops_py_failures[namespace] = (e, e.__traceback__)
         raise
     return Kernel(source, build, namespace, ops_module, functions)
 

@@ -9,7 +9,9 @@ build_base/build_key, as nvcc builds are) by the source, every header it include
 following its #include lines through the include folders, each hashed), the options, the
 architecture and NVRTC's version. A key seen in this process is a dictionary lookup; one on
 disk reads the cubin (its size and sha256 checked against the manifest, as a library's are);
-either way NVRTC does not compile. A changed source or header is a new key: new code.
+either way NVRTC does not compile. A changed source or header is a new key: new code. A process
+keeps every version it compiled or loaded (and its modules on the GPU) until it exits, as
+torch keeps every extension it loaded: a notebook's hundred edits hold a hundred small cubins.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from cache_tools import layout
 from cache_tools.fsutil import atomic_write_bytes, atomic_write_text
 from cache_tools.manifest import FORMAT, Manifest, library_problem
 from cache_tools.resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
+from cache_tools.tool_versions import file_ident
 
 from . import cubin as cubins, notices, nvrtc, signature, toolchain
 from .errors import BuildError, KwbError
@@ -71,16 +74,17 @@ class _Request:
     include_dirs: list[Path]
     options: list[str]
     arch: str
+    pre_includes: list[Path] = field(default_factory=list)  # -include FILE: in the key like any header
     kept: bool = False     # program is kwb's copy of text (written before compiling)
 
 
 def _arch(arch: str | None) -> str:
-    """'sm_90': arch as given ('9.0', '90', 'sm_90a'), else the visible GPU's, KWB_CUDA_ARCH or
-    TORCH_CUDA_ARCH_LIST (the first), else sm_90, as CUDA builds choose."""
-    text = arch if arch is not None else toolchain.cuda_archs()[0]
-    text = str(text).strip().lower().removeprefix("sm_").removeprefix("compute_").replace(".", "")
+    """'sm_90': arch as given ('9.0', '90', 'sm_90a', '9.0+PTX'), else as CUDA builds choose:
+    KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST (its first), else sm_90."""
+    given = arch if arch is not None else toolchain.cuda_archs()[0]
+    text = str(given).strip().lower().removesuffix("+ptx").removeprefix("sm_").removeprefix("compute_").replace(".", "")
     if not re.fullmatch(r"\d{2,3}[af]?", text):
-        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {arch!r}")
+        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {given!r}")
     return f"sm_{text}"
 
 
@@ -95,8 +99,9 @@ def _request(source, name: str, options, include_dirs, arch, label, first_line) 
     bad = [o for o in options if o.startswith(("-arch", "--gpu-architecture"))]
     if bad:
         raise ValueError(f"options: give the architecture as arch= (or KWB_CUDA_ARCH), not {bad[0]!r}")
+    options, from_options, pre_includes = _include_options(options)
     dirs = [Path(d).expanduser().resolve() for d in ([include_dirs] if isinstance(include_dirs, (str, Path))
-                                                      else list(include_dirs or []))]
+                                                      else list(include_dirs or []))] + from_options
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))):
         path = Path(source).expanduser().resolve()
         try:
@@ -104,12 +109,34 @@ def _request(source, name: str, options, include_dirs, arch, label, first_line) 
         except OSError as e:
             raise FileNotFoundError(f"source: cannot read {path}: {e.strerror}") from None
         return _Request(name, text, path, label or str(path), first_line, [path.parent, *dirs, common_dir()], options,
-                        _arch(arch))
+                        _arch(arch), pre_includes)
     if not isinstance(source, str):
         raise TypeError(f"source must be CUDA C++ text or the path of a .cu file, got {type(source).__name__}")
     # text: "..." includes resolve against the working folder (a notebook's), as for a file beside it
     return _Request(name, source, Path(), label or f"<{name} source>", first_line, [Path.cwd(), *dirs, common_dir()],
-                    options, _arch(arch))
+                    options, _arch(arch), pre_includes)
+
+
+def _include_options(options: list[str]) -> tuple[list[str], list[Path], list[Path]]:
+    """(the other options, -I / --include-path folders, -include / --pre-include files): the
+    folders join include_dirs and the files are hashed, so headers they reach are in the key."""
+    rest, dirs, files = [], [], []
+    words = iter(options)
+    for word in words:
+        for flag, into in (("--include-path", dirs), ("-I", dirs), ("--pre-include", files), ("-include", files)):
+            if word == flag:
+                value = next(words, None)
+                if value is None:
+                    raise ValueError(f"options: {flag} needs a value")
+            elif word.startswith(flag + "=") or (flag == "-I" and word.startswith("-I") and len(word) > 2):
+                value = word[len(flag) + 1:] if word.startswith(flag + "=") else word[2:]
+            else:
+                continue
+            into.append(Path(value).expanduser().resolve())
+            break
+        else:
+            rest.append(word)
+    return rest, dirs, files
 
 
 def _key_parts(req: _Request, entry: Path) -> tuple[dict, dict, dict]:
@@ -117,10 +144,20 @@ def _key_parts(req: _Request, entry: Path) -> tuple[dict, dict, dict]:
     recorded as the file kwb keeps it in (entry/src/<name>-<hash>.cu), so `kwb cache verify`
     recomputes the same key and `kwb cache list` finds the source."""
     headers: dict[str, str] = {}
+    for path in req.pre_includes:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise FileNotFoundError(f"options: cannot read the pre-included {path}: {e.strerror}") from None
+        headers[str(path)] = hashlib.sha256(data).hexdigest()
+        _includes(path, data.decode(errors="replace"), req.include_dirs, headers)
     _includes(req.program if req.program != Path() else Path.cwd() / "<text>", req.text, req.include_dirs, headers)
+    # NVRTC's version says major.minor only: its library's identity (path, size, mtime) tells a
+    # 13.2.x wheel from a 13.2.y, and the CUDA headers it compiles against are named by folder
     config = {"kind": KIND, "kernel": req.name, "archs": [req.arch], "cuda_cflags": req.options,
-              "include_dirs": [str(d) for d in req.include_dirs],
-              "versions": {"nvrtc": nvrtc.version(), "kwb_format": FORMAT}}
+              "include_dirs": [str(d) for d in req.include_dirs], "pre_includes": [str(p) for p in req.pre_includes],
+              "versions": {"nvrtc": nvrtc.version(), "nvrtc_library": file_ident(nvrtc.library_path()),
+                           "cuda_include": list(nvrtc.cuda_include_dirs()), "kwb_format": FORMAT}}
     text_hash = hashlib.sha256(req.text.encode()).hexdigest()
     if req.program == Path():
         req.program = entry / "src" / f"{req.name}-{text_hash[:16]}.cu"
@@ -185,22 +222,33 @@ class RawKernel:
 
     # -- launching ------------------------------------------------------------------------------
     def _on(self, device: int) -> _Loaded:
+        """The kernel loaded on device (once; the caller has made device's context current)."""
         from . import cuda_driver as drv
 
-        loaded = self._loaded.get(device)
-        if loaded is None:
-            drv.ensure_context(device)
-            try:
-                module = drv.load_module(self.cubin)
-            except drv.DriverError as e:
-                import torch
-
-                major, minor = torch.cuda.get_device_capability(device)
-                raise drv.DriverError(f"{self.name}: {e}; it was compiled for {self.arch} and cuda:{device} is "
-                                      f"sm_{major}{minor} (give arch= or set KWB_CUDA_ARCH)") from None
-            function = drv.get_function(module, self.name)
-            loaded = self._loaded[device] = _Loaded(module, function, drv.attributes(function))
+        with _lock:
+            loaded = self._loaded.get(device)
+            if loaded is None:
+                module = None
+                try:
+                    module = drv.load_module(self.cubin)
+                    function = drv.get_function(module, self.name)
+                    loaded = self._loaded[device] = _Loaded(module, function, drv.attributes(function))
+                except drv.DriverError as e:
+                    if module is not None:
+                        drv.unload_module(module)
+                    raise drv.DriverError(self._load_failure(e, device), e.code) from None
         return loaded
+
+    def _load_failure(self, e, device: int) -> str:
+        import torch
+
+        from . import cuda_driver as drv
+
+        here = "sm_{}{}".format(*torch.cuda.get_device_capability(device))
+        if e.code in (drv.NO_BINARY_FOR_GPU, drv.INVALID_IMAGE) or here != self.arch.rstrip("af"):
+            return (f"{self.name}: {e}; it was compiled for {self.arch} and cuda:{device} is {here} (give arch= or set "
+                    "KWB_CUDA_ARCH)")
+        return f"{self.name}: {e}"
 
     def __call__(self, grid, block, args=(), shared_mem: int = 0, stream=None) -> None:
         import torch
@@ -213,6 +261,14 @@ class RawKernel:
         params, keep, device = self._pack(args)
         if device is None:
             device = torch.cuda.current_device()
+        handle = _stream_handle(stream, device)
+        with drv.on_device(device):
+            self._launch(device, grid3, block3, shared_mem, handle, params)
+        del keep  # the driver copied the arguments during the call
+
+    def _launch(self, device: int, grid3, block3, shared_mem: int, stream: int, params) -> None:
+        from . import cuda_driver as drv
+
         loaded = self._on(device)
         threads = block3[0] * block3[1] * block3[2]
         limit = loaded.attributes["max_threads_per_block"]
@@ -222,9 +278,7 @@ class RawKernel:
         if shared_mem > loaded.dynamic_smem_allowed:
             drv.allow_dynamic_shared(loaded.function, shared_mem)
             loaded.dynamic_smem_allowed = shared_mem
-        handle = _stream_handle(stream, device)
-        drv.launch(loaded.function, grid3, block3, shared_mem, handle, params)
-        del keep  # the driver copied the arguments during the call
+        drv.launch(loaded.function, grid3, block3, shared_mem, stream, params)
 
     def occupancy(self, block_threads: int, shared_mem: int = 0) -> float | None:
         """Theoretical occupancy of a launch with this block size (from ptxas's report)."""
@@ -300,9 +354,9 @@ def _scalar_arg(value, param: Param | None, size: int, what: str) -> bytes:
     if param is not None and param.pointer:
         if value is None:
             return struct.pack("<Q", 0)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
             return struct.pack("<Q", value)  # a raw address
-        raise LaunchError(f"{what} is a pointer: pass a tensor (or None for a null pointer), got {type(value).__name__}")
+        raise LaunchError(f"{what} is a pointer: pass a tensor (or None for a null pointer), got {value!r}"[:300])
     if isinstance(value, (bytes, bytearray)) or isinstance(value, ctypes.Structure):
         data = bytes(value)
         if len(data) != size:
@@ -385,8 +439,30 @@ def _from_disk(req: _Request, entry: Path, stem: str, key: str) -> RawKernel | N
 
 def _kernel(req: _Request, key: str, image: bytes, manifest_path: Path, cubin_path: Path, functions, compiled: bool,
             seconds: float) -> RawKernel:
-    return RawKernel(req.name, key, image, req.arch, signature.find(req.text, req.name),
-                     cubins.param_slots(image, req.name) or [], functions, manifest_path, cubin_path, compiled, seconds)
+    try:
+        slots = cubins.param_slots(image, req.name) or []
+    except (cubins.CubinError, ValueError) as e:  # a cubin layout kwb cannot read: the text's word only
+        notices.once(f"cubin:{key}", f"kwb: {req.name}: cannot read its parameters from the cubin ({e}); checking "
+                                     "launches against the source's declarations only")
+        slots = []
+    return RawKernel(req.name, key, image, req.arch, _declared(req, slots), slots, functions, manifest_path, cubin_path,
+                     compiled, seconds)
+
+
+def _declared(req: _Request, slots) -> list[Param] | None:
+    """The parameters as the text declares them, where they agree with the cubin's (a macro or
+    a type the reading gets wrong must not refuse right arguments); None otherwise."""
+    params = signature.find(req.text, req.name)
+    if params is None or not slots:
+        return params
+    if len(params) != len(slots) or any((p.pointer and s.size != 8) or (p.size is not None and p.size != s.size)
+                                        for p, s in zip(params, slots)):
+        notices.once(f"params:{req.name}:{[s.size for s in slots]}",
+                     f"kwb: {req.name}: its parameters as read from the source ({', '.join(p.describe() for p in params)}) "
+                     f"do not match the compiled kernel's ({', '.join(f'{s.size} bytes' for s in slots)}); checking "
+                     "launches by size only")
+        return None
+    return params
 
 
 def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict, headers: dict, base: str, key: str,
@@ -395,14 +471,15 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
     if req.kept and not program.exists():  # NVRTC's diagnostics name this file: errors show its lines
         atomic_write_text(program, req.text)
     options = [f"-arch={req.arch}", *nvrtc.RESOURCE_OPTIONS, *[f"-I{d}" for d in req.include_dirs],
-               *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *req.options]
+               *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *[f"--pre-include={p}" for p in req.pre_includes],
+               *req.options]
     if verbose:
         notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
     from . import diagnostics  # only a compile reads NVRTC's log
     from .resources import parse_ptxas
 
     done = nvrtc.compile(req.text, str(program), options)
-    log_path = layout.build_dir(entry, KIND) / f"{req.name}.log"
+    log_path = layout.build_dir(entry, KIND) / f"{stem}.log"
     atomic_write_text(log_path, done.log)
     display = {str(program): (req.label, req.first_line)}
     if not done.ok:

@@ -27,6 +27,8 @@ NAMESPACE = "kwb_raw"
 class _Registered:
     op: object      # torch's CustomOpDef
     schema: str
+    cpu: bool = False       # a CPU implementation was given (then a redefinition without one refuses CPU)
+    backward: bool = False  # a backward was given (then a redefinition without one refuses differentiation)
 
 
 _ops: dict[str, _Registered] = {}
@@ -84,10 +86,20 @@ def raw_op(fn=None, *, name: str | None = None, fake=None, backward=None, setup_
             op = torch.library.custom_op(qualname, mutates_args=tuple(mutates_args), device_types="cuda")(fn)
             _ops[qualname] = known = _Registered(op, schema)
     op = known.op
-    op.register_kernel("cuda", fn)  # a second definition of the op: the new launch function behind it
-    if cpu is not None:
-        op.register_kernel("cpu", cpu)
+    # A second definition of the op puts its functions behind it; what it leaves out that the
+    # last one gave must stop working too, not keep the old code running.
+    op.register_kernel("cuda", fn)
+    if cpu is not None or known.cpu:
+        op.register_kernel("cpu", cpu or _refuse(f"{qualname} has no CPU implementation in its latest definition"))
     op.register_fake(fake)
-    if backward is not None:
-        op.register_autograd(backward, setup_context=setup_context)
+    if backward is not None or known.backward:
+        op.register_autograd(backward or _refuse(f"{qualname} has no backward in its latest definition"),
+                             setup_context=setup_context)
+    known.cpu, known.backward = cpu is not None, backward is not None
     return op
+
+
+def _refuse(message: str):
+    def refuse(*args, **kwargs):
+        raise NotImplementedError(message)
+    return refuse

@@ -27,12 +27,14 @@ _SCALARS = {
     "unsigned char": ("uint8", "B", 1), "uint8_t": ("uint8", "B", 1),
     "bool": ("bool", "?", 1),
 }
-# vector types a pointer may point at: element dtype and the alignment the pointer needs
-_VECTORS = {f"{t}{n}": (_SCALARS[t][0], _SCALARS[t][2] * (4 if n == 3 else n))
+# vector types a pointer may point at: element dtype and the alignment the pointer needs (CUDA's
+# vector_types.h: n elements' size for 1, 2 and 4 up to 16 bytes; a 3-vector its element's)
+_VECTORS = {f"{t}{n}": (_SCALARS[t][0], _SCALARS[t][2] if n == 3 else min(_SCALARS[t][2] * n, 16))
             for t in ("float", "double", "int", "char", "short", "long") for n in (1, 2, 3, 4)}
 _VECTORS.update({"uint4": ("uint32", 16), "uint2": ("uint32", 8), "__half2": ("float16", 4), "half2": ("float16", 4),
                  "__nv_bfloat162": ("bfloat16", 4), "nv_bfloat162": ("bfloat16", 4)})
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__", "struct"}
+_TYPE_WORDS = {w for t in _SCALARS for w in t.split()} | set(_VECTORS)
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _WORD = re.compile(r"[A-Za-z_][\w:]*")
 
@@ -89,8 +91,9 @@ def _param(text: str, position: int) -> Param:
     stars = text.count("*") + text.count("&")
     words = [w for w in _WORD.findall(text) if w not in _QUALIFIERS]
     words = [w.removeprefix("std::").removeprefix("cuda::std::") for w in words]
-    name = words[-1] if len(words) >= 2 else f"arg{position}"
-    base = " ".join(words[:-1] if len(words) >= 2 else words)
+    named = len(words) >= 2 and words[-1] not in _TYPE_WORDS  # `unsigned char` alone is a type, no name
+    name = words[-1] if named else f"arg{position}"
+    base = " ".join(words[:-1] if named else words)
     type_text = base + "*" * stars
     if stars:
         if base == "void":
