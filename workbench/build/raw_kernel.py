@@ -390,8 +390,8 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
 
     source: CUDA C++ text, or the path of a .cu file (its folder is searched for includes).
     options: NVRTC options ("-DBLOCK=256", "--use_fast_math", "-lineinfo"); include_dirs: folders
-        for #include (kwb's kernels/common is always one). arch: '9.0', 'sm_90a'; default: the
-        visible GPU's, else KWB_CUDA_ARCH / TORCH_CUDA_ARCH_LIST, else sm_90.
+        for #include (kwb's kernels/common is always one). arch: '9.0', 'sm_90a'; default:
+        KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST's first, else sm_90.
     label, first_line: what errors call the source, and the number of its first line (a cell).
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
