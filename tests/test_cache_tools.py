@@ -202,6 +202,20 @@ def test_verify_checks_content_against_the_manifest_without_importing(cache):
     assert [b["kernel"] for b in broken] == ["tiny"] and "sha256" in broken[0]["reasons"][0]
 
 
+def test_verify_refuses_a_manifest_naming_another_library_as_a_load_does(cache):
+    # it passed verify while the load refused it (issue 19); both judge the file the manifest names
+    manifest = next(tiny_entry(cache).glob("*.json"))
+    data = json.loads(manifest.read_text())
+    library = tiny_entry(cache) / data["library"]
+    (library.parent / "other.so").write_bytes(library.read_bytes()[:-1])
+    data["library"] = "other.so"
+    manifest.write_text(json.dumps(data))
+    res = run("verify", "--json", root=cache)
+    assert res.exit_code == 1, res.output
+    (broken,) = json.loads(res.output)["broken"]
+    assert broken["kernel"] == "tiny" and "other.so" in " ".join(broken["reasons"]), broken
+
+
 HOLD_KWB_LOCK = """
 import fcntl, json, os, socket, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
