@@ -72,6 +72,17 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def unchanged(digests: dict[str, str]) -> bool:
+    """Whether every file still has the sha256 recorded for it (a file gone is a change)."""
+    for path, digest in digests.items():
+        try:
+            if sha256_file(Path(path)) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def real_location(path: Path) -> str:
     """The real path of path's folder joined with its own name: path itself is not resolved,
     so a symlink names the link, never its target."""

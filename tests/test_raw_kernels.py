@@ -342,3 +342,26 @@ def ctypes_bytes(address: int, size: int) -> bytes:
     import ctypes
 
     return ctypes.string_at(address, size)
+
+
+def test_a_header_saved_while_nvrtc_compiles_is_compiled_again(tmp_path, monkeypatch):
+    (tmp_path / "v.h").write_text("#define V 1.0f\n")
+    source = tmp_path / "racing.cu"
+    source.write_text('#include "v.h"\nextern "C" __global__ void racing(float* y) { y[0] = V; }\n')
+    real, calls = nvrtc.compile, []
+
+    def compile_then_save(*args):
+        done = real(*args)
+        calls.append(done.cubin)
+        if len(calls) == 1:  # the editor saves while the first compile runs
+            (tmp_path / "v.h").write_text("#define V 2.0f\n")
+        return done
+
+    monkeypatch.setattr(nvrtc, "compile", compile_then_save)
+    k = wb.cuda_kernel(source, "racing", arch="9.0")
+    assert len(calls) == 2 and k.cubin == calls[1]
+    assert json.loads(k.manifest_path.read_text())["headers"] == {
+        str(tmp_path / "v.h"): __import__("hashlib").sha256(b"#define V 2.0f\n").hexdigest()}
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+    _no_compiling(monkeypatch)
+    assert wb.cuda_kernel(source, "racing", arch="9.0").cubin == calls[1]

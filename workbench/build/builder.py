@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file
+from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
 from cache_tools.manifest import Manifest, library_problem
 from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
@@ -169,16 +169,6 @@ def _base(source: KernelSource, config: BuildConfig) -> tuple[str, dict[str, str
     return layout.build_base(config.fingerprint(), src), src
 
 
-def _headers_unchanged(headers: dict[str, str]) -> bool:
-    for path, digest in headers.items():
-        try:
-            if sha256_file(Path(path)) != digest:
-                return False
-        except OSError:
-            return False
-    return True
-
-
 def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build | None:
     entry = layout.entry_dir(root, source.ident)
     base, _ = _base(source, config)
@@ -186,7 +176,7 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
         manifest = Manifest.read(path)
         if manifest is None or manifest.base != base:
             continue
-        if not _headers_unchanged(manifest.headers):
+        if not unchanged(manifest.headers):
             continue
         library = entry / manifest.library
         if not library.exists():
@@ -319,7 +309,7 @@ def _invalidate_changed_objects(build_dir: Path, plan: NinjaPlan) -> None:
         if not obj.exists():
             continue
         inputs = record.get(step.obj)
-        if not inputs or not _headers_unchanged(inputs):
+        if not inputs or not unchanged(inputs):
             obj.unlink()
 
 

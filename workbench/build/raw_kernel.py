@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.fsutil import atomic_write_bytes, atomic_write_text
+from cache_tools.fsutil import atomic_write_bytes, atomic_write_text, unchanged
 from cache_tools.manifest import FORMAT, Manifest, library_problem
 from cache_tools.resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
 from cache_tools.tool_versions import file_ident
@@ -398,20 +398,25 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     """
     from .cache_dir import cache_root
 
-    req = _request(source, name, options, include_dirs, arch, label, first_line)
-    entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
-    config, sources, headers = _key_parts(req, entry)
-    base = layout.build_base(config, sources)
-    key = layout.build_key(base, headers)
-    with _lock:
-        hit = _memory.get(key)
-    if hit is not None:
-        return _again(hit)
-    stem = layout.stem(name, "cuda", base, key)
-    kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base, key, verbose)
-    with _lock:
-        _memory[key] = kernel
-    return kernel
+    for _ in range(3):  # a header saved while NVRTC read it: the key is taken again
+        req = _request(source, name, options, include_dirs, arch, label, first_line)
+        entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
+        config, sources, headers = _key_parts(req, entry)
+        base = layout.build_base(config, sources)
+        key = layout.build_key(base, headers)
+        with _lock:
+            hit = _memory.get(key)
+        if hit is not None:
+            return _again(hit)
+        stem = layout.stem(name, "cuda", base, key)
+        kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base, key,
+                                                               verbose)
+        if kernel is None:
+            continue
+        with _lock:
+            _memory[key] = kernel
+        return kernel
+    raise BuildError(name, "cuda, NVRTC", tail="its headers kept changing during 3 compiles; load again once they are saved")
 
 
 def _again(kernel: RawKernel) -> RawKernel:
@@ -466,7 +471,7 @@ def _declared(req: _Request, slots) -> list[Param] | None:
 
 
 def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict, headers: dict, base: str, key: str,
-             verbose: bool) -> RawKernel:
+             verbose: bool) -> RawKernel | None:
     program = req.program
     if req.kept and not program.exists():  # NVRTC's diagnostics name this file: errors show its lines
         atomic_write_text(program, req.text)
@@ -486,6 +491,8 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
         found = [d for d in diagnostics.parse(done.log) if d.severity != "warning"]
         raise BuildError(req.name, "cuda, NVRTC", found, str(log_path), tail="" if found else done.log,
                          display_paths=display)
+    if not unchanged(headers):
+        return None  # a header changed while NVRTC read it: what the cubin holds is not what the key says
     names = cubins.kernel_names(done.cubin)
     if req.name not in names:
         raise BuildError(req.name, "cuda, NVRTC", [], str(log_path), display_paths=display,
