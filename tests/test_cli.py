@@ -41,3 +41,7 @@ def test_doctor_reports_each_tool_with_a_status():
     for name in ("python", "torch", "c++ compiler", "ninja", "nvcc", "gpu", "cache"):
         line = next((l for l in res.stdout.splitlines() if f"  {name}  " in l or l.split()[1:2] == [name]), None)
         assert line and line.split()[0] in ("ok", "warn", "fail"), (name, res.stdout)
+    import torch
+
+    if torch.version.cuda:  # a CUDA build of torch brings NVRTC: raw kernels' compiler is checked too
+        assert any(l.split()[1:2] == ["nvrtc"] for l in res.stdout.splitlines()), res.stdout

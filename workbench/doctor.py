@@ -63,6 +63,16 @@ def run_checks() -> list[Check]:
         else:
             checks.append(Check("nvcc", "ok", f"{nvcc}: CUDA {nv}"))
 
+    if info.cuda is not None:
+        from .build import nvrtc
+        from .build.errors import ToolchainError
+
+        try:
+            checks.append(Check("nvrtc", "ok", f"{nvrtc.version()} at {nvrtc.library_path() or 'libnvrtc'}: raw kernels "
+                                               "(wb.cuda_kernel, %%cuda_kernel) compile in-process"))
+        except (ToolchainError, OSError, AttributeError) as e:
+            checks.append(Check("nvrtc", "warn", f"not usable: {e}", "install torch's nvidia-cuda-nvrtc package"))
+
     if devices.gpu_visible():
         name = torch.cuda.get_device_name()
         major, minor = torch.cuda.get_device_capability()
