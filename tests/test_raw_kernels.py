@@ -156,8 +156,8 @@ def test_a_damaged_cubin_is_compiled_again_and_verify_flags_it(monkeypatch, cach
 
 def test_kwb_cache_lists_raw_kernels(cache_root):
     wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
-    entries = [e for e in api.open_cache(cache_root).entries if e.origin == "kwb NVRTC kernel"]
-    assert entries and entries[0].kernel == "relu_scale" and entries[0].state == "fresh", [(e.kernel, e.state) for e in entries]
+    entries = {e.kernel: e for e in api.open_cache(cache_root).entries if e.origin == "kwb NVRTC kernel"}
+    assert "relu_scale" in entries and entries["relu_scale"].state == "fresh", {k: e.state for k, e in entries.items()}
 
 
 # --- arguments, checked before any driver call --------------------------------------------------
