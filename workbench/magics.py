@@ -61,7 +61,8 @@ def _parser(magic: str) -> argparse.ArgumentParser:
     p.add_argument("name")
     if magic == "cuda_kernel":
         p.add_argument("--options", default="", help="NVRTC options, quoted: --options '-DBLOCK=256 --use_fast_math'")
-        p.add_argument("--arch", default=None, help="the GPU architecture, 9.0 (default: KWB_CUDA_ARCH, else the visible GPU's, else sm_90)")
+        p.add_argument("--arch", default=None,
+                       help="the GPU architecture, 9.0 (default: KWB_CUDA_ARCH, else the visible GPU's, else sm_90)")
         p.add_argument("-v", "--verbose", action="store_true")
         return p
     p.add_argument("--functions", default="", help="comma-separated C++ functions to expose as ops")
