@@ -139,10 +139,10 @@ def _include_options(options: list[str]) -> tuple[list[str], list[Path], list[Pa
     return rest, dirs, files
 
 
-def _key_parts(req: _Request, entry: Path) -> tuple[dict, dict, dict]:
+def _key_parts(req: _Request) -> tuple[dict, dict, dict]:
     """(config, sources, headers) as cache_tools' build_base/build_key take them. Text is
-    recorded as the file kwb keeps it in (entry/src/<name>-<hash>.cu), so `kwb cache verify`
-    recomputes the same key and `kwb cache list` finds the source."""
+    recorded as the file kwb keeps it in (_keep_text: entry/src/<name>-<hash>.cu), so `kwb
+    cache verify` recomputes the same key and `kwb cache list` finds the source."""
     headers: dict[str, str] = {}
     for path in req.pre_includes:
         try:
@@ -158,11 +158,14 @@ def _key_parts(req: _Request, entry: Path) -> tuple[dict, dict, dict]:
               "include_dirs": [str(d) for d in req.include_dirs], "pre_includes": [str(p) for p in req.pre_includes],
               "versions": {"nvrtc": nvrtc.version(), "nvrtc_library": file_ident(nvrtc.library_path()),
                            "cuda_include": list(nvrtc.cuda_include_dirs()), "kwb_format": FORMAT}}
-    text_hash = hashlib.sha256(req.text.encode()).hexdigest()
+    return config, {str(req.program): hashlib.sha256(req.text.encode()).hexdigest()}, headers
+
+
+def _keep_text(req: _Request, entry: Path) -> None:
+    """Text gets a file of kwb's, named by its hash, for NVRTC's diagnostics and the manifest."""
     if req.program == Path():
-        req.program = entry / "src" / f"{req.name}-{text_hash[:16]}.cu"
+        req.program = entry / "src" / f"{req.name}-{hashlib.sha256(req.text.encode()).hexdigest()[:16]}.cu"
         req.kept = True
-    return config, {str(req.program): text_hash}, headers
 
 
 # --- the kernel -------------------------------------------------------------------------------------
@@ -401,7 +404,8 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     for _ in range(3):  # a header saved while NVRTC read it: the key is taken again
         req = _request(source, name, options, include_dirs, arch, label, first_line)
         entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
-        config, sources, headers = _key_parts(req, entry)
+        _keep_text(req, entry)
+        config, sources, headers = _key_parts(req)
         base = layout.build_base(config, sources)
         key = layout.build_key(base, headers)
         with _lock:
