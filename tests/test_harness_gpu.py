@@ -34,6 +34,24 @@ at::Tensor twice(const at::Tensor& x) {
 }"""
 
 
+@pytest.mark.parametrize("style", ["on the device", "on the CPU, then moved"])
+def test_the_inputs_function_gets_a_generator_it_can_draw_with(style):
+    """Users write torch.randn(shape, device=device, generator=gen); older code draws on the CPU
+    and moves the result. Both check a CUDA function; the first draws with a CUDA generator."""
+    seen = []
+
+    def inputs(shape, dtype, device, gen):
+        seen.append(gen.device.type)
+        if style == "on the device":
+            return (torch.randn(shape, device=device, generator=gen).to(dtype),)
+        return (torch.randn(shape, generator=gen).to(device, dtype),)
+
+    report = wb.check(lambda x: x * 2, lambda x: x * 2, inputs=inputs, device="cuda", dtypes=["float32"],
+                      shapes=[(1,), (199,)], seed=1)
+    assert report.passed, report
+    assert seen[0] == "cuda" and (set(seen) == {"cuda"} if style == "on the device" else "cpu" in seen)
+
+
 def test_an_unwritten_element_of_a_cuda_kernel_is_caught():
     k = wb.load_inline("skip_last_gpu", cuda=SKIP_LAST_CUDA, cpp=TWICE_CPP, functions=["twice"])
     report = wb.check(k.twice, lambda x: x * 2, inputs=lambda s, d, dev, g: (randn(s, d, dev, g),),

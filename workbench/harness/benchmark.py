@@ -34,8 +34,8 @@ from cache_tools.resources import functions_of
 from ..build import device as devices
 from ..build import notices
 from . import launches, results, timing
-from .cases import (Case, as_list, case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device,
-                    new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
+from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
+                    input_sets, kernel_and_device, new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
                     tolerance_for)
 from .compare import compare
 from .spec import OpSpec, Tolerance, numel, upcast
@@ -310,7 +310,7 @@ def _output_gradients(op: OpSpec, args, gen: torch.Generator) -> list:
     measurement: drawing it per step would time the random generator)."""
     with torch.no_grad():
         outs = as_list(op.reference(*args))
-    return [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype)
+    return [torch.randn(o.shape, generator=gen, dtype=torch.float64, device=gen.device).to(o.device, o.dtype)
             if isinstance(o, torch.Tensor) and o.is_floating_point() else None for o in outs]
 
 
@@ -322,10 +322,10 @@ def _kernel_case(kernel, op: OpSpec, device: str, dtype, size, seed: int, train:
     (name -> the function timed) are turned into training steps in place when train is set."""
     name = op.name + (FWD_BWD if train else "")
     s = case_seed(seed, name, dtype_name(dtype), size)
-    gen = torch.Generator().manual_seed(s)
     case = Case(kernel.name, name, providers[KWB], op.reference, (), dtype, tuple(size), s, op.tolerance(dtype))
     case.functions = tuple(functions_of(kernel.build.manifest.resources)) if device == devices.CUDA else ()
-    case.args = tuple(op.make_inputs(size, dtype, device, gen))
+    case.args = draw_inputs(op.make_inputs, size, dtype, device, s)
+    gen = generator_for(device, s ^ 0x5EED)
     tol = case.tolerance
     if train:  # every provider (and the float64 reference) runs forward + backward
         grad_tol = op.tolerance(dtype, grad=True)

@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 import torch
 
 from ..build import device as devices
-from .cases import (Case, as_list, case_seed, dtype_name, error_text, first_tensor, input_sets, kernel_and_device,
+from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
+                    input_sets, kernel_and_device,
                     new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
                     tolerance_for)
 from .compare import Comparison, compare, histogram_edges
@@ -143,7 +144,6 @@ def run_case(case: Case) -> CaseResult:
     """Run the case's fn and reference on its arguments and compare everything they return."""
     result = CaseResult(case.kernel, case.op, case.dtype, tuple(case.shape), case.seed, case.tolerance)
     grad_inputs = case.grad_inputs
-    gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
     try:
         with torch.no_grad():  # what the plain PyTorch op returns: the dtypes to expect
             expected = [t.dtype if isinstance(t, torch.Tensor) else None for t in as_list(case.reference(*case.args))]
@@ -161,7 +161,8 @@ def run_case(case: Case) -> CaseResult:
                 diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
                 if not diff:
                     raise RuntimeError(f"none of its outputs requires grad, though arguments {list(grad_inputs)} do: is autograd registered?")
-                g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device, o.dtype) for o in diff]
+                gen = generator_for(diff[0].device, case.seed ^ 0x5EED)
+                g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64, device=o.device).to(o.dtype) for o in diff]
                 grads = torch.autograd.grad(diff, [leaves[i] for i in grad_inputs], g_out, allow_unused=True)
     except Exception as e:
         result.error = error_text(e)
@@ -228,7 +229,7 @@ def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward:
                 s = case_seed(seed, op.name, dtype_name(dtype), shape)
                 try:  # a spec that cannot make this case (no tolerance, a bad generator) fails it, not the run
                     case = Case(kernel.name, op.name, fn, op.reference,
-                                tuple(op.make_inputs(shape, dtype, device, torch.Generator().manual_seed(s))), dtype,
+                                draw_inputs(op.make_inputs, shape, dtype, device, s), dtype,
                                 tuple(shape), s, op.tolerance(dtype), grad_inputs,
                                 op.tolerance(dtype, grad=True) if grad_inputs else None, names)
                 except Exception as e:
@@ -264,7 +265,7 @@ def _check_function(fn: Callable, reference: Callable, inputs, device, dtypes, s
             tol = tolerance_for(tolerance, dtype)
             for shape in chosen_shapes:
                 s = case_seed(seed, name, dtype_name(dtype), shape)
-                args = tuple(inputs(shape, dtype, dev, torch.Generator().manual_seed(s)))
+                args = draw_inputs(inputs, shape, dtype, dev, s)
                 report.cases.append(run_case(Case(name, name, fn, reference, args, dtype, shape, s, tol, grad_inputs,
                                                   None, grad_names)))
         return report
@@ -295,7 +296,10 @@ def check(target, reference: Callable | None = None, *, inputs=None, device=None
     seed: the report's seed (printed in the report); every case's inputs derive from it.
     backward: also check gradients where the op has them.
     For a function: inputs is a tuple of arguments, a list of them, or a function
-    (shape, dtype, device, generator) -> arguments (preferred: fresh random inputs per run);
+    (shape, dtype, device, generator) -> arguments (preferred: fresh random inputs per run),
+    handed a generator on that device (a torch.Generator(device="cuda") for a CUDA check, so
+    torch.randn(shape, device=device, generator=generator) works; a function that draws on
+    the CPU and moves its result gets a CPU generator);
     tolerance is a Tolerance, a {dtype: Tolerance} dict or (atol, rtol), default per dtype;
     grad_inputs names the argument indices whose gradients to check.
     """

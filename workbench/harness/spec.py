@@ -93,8 +93,8 @@ class OpSpec:
     """One op of a kernel.
 
     reference(*inputs): the op written the plain PyTorch way (see the module's docstring).
-    make_inputs(shape, dtype, device, generator): the op's arguments, drawn from `generator`
-        (never all zeros: zeros hide unwritten outputs).
+    make_inputs(shape, dtype, device, generator): the op's arguments, drawn from `generator`,
+        a generator on `device` (never all zeros: zeros hide unwritten outputs).
     bytes_moved(shape, dtype) / flops(shape, dtype): the fewest bytes the op must move (each
         input read once, each output written once) and its floating-point operations.
     grad_inputs: indices of the arguments that take gradients (autograd is checked for these).
@@ -211,9 +211,9 @@ def numel(shape) -> int:
 
 
 def randn(shape, dtype, device, generator, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
-    """Normal random values (times scale, plus shift) drawn on the CPU in float64 (the same
-    values on every device for one seed), then cast."""
-    values = torch.randn(shape, generator=generator, dtype=torch.float64)
+    """Normal random values (times scale, plus shift) drawn in float64 on the generator's
+    device (a CPU generator draws on the CPU, as a CUDA one on the GPU), then cast and moved."""
+    values = torch.randn(shape, generator=generator, dtype=torch.float64, device=generator.device)
     if scale != 1.0 or shift != 0.0:
         values = values * scale + shift
     return values.to(device=device, dtype=dtype)
