@@ -4,6 +4,7 @@ error other than the cells meant to show one; and the committed copies carry a G
 outputs, so a reader sees real plots without running anything."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,11 +33,13 @@ def shown_text(nb) -> str:
     return "\n".join(parts)
 
 
-def test_there_is_a_workflow_notebook_and_one_per_kernel():
+def test_there_is_a_workflow_notebook_one_per_kernel_and_one_for_your_own_extension():
     import workbench as wb
 
     stems = [p.stem.split("_", 1)[1] for p in NOTEBOOKS]
-    assert stems[0] == "workflow" and sorted(stems[1:]) == sorted(wb.list_kernels())
+    assert stems[0] == "workflow" and stems[-1] == "bring_your_own"
+    assert sorted(stems[1:-1]) == sorted(wb.list_kernels())
+    assert not (ROOT / "notebooks" / "drafts").exists()
 
 
 @pytest.mark.slow
@@ -81,4 +84,6 @@ def test_committed_notebooks_carry_the_outputs_of_a_gpu_run(path):
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code and all(c.execution_count for c in code), f"{path.name} is committed without outputs"
-    assert "Running on NVIDIA" in shown_text(nb), f"{path.name}'s outputs are not from a GPU run"
+    text = shown_text(nb)
+    assert "Running on NVIDIA" in text, f"{path.name}'s outputs are not from a GPU run"
+    assert re.search(r"kwb \d+\.\d+\.\d+\+\w+", text), f"{path.name}'s outputs do not name the kwb version they ran"

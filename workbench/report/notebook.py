@@ -44,9 +44,9 @@ def banner(dev: str) -> Markdown:
 
     env = environment(dev)
     if dev == "cuda":
-        return Markdown(f"**Running on {env.device_name}** (torch {env.torch}, CUDA {env.cuda}). "
+        return Markdown(f"**Running on {env.device_name}** (torch {env.torch}, CUDA {env.cuda}, kwb {env.kwb_version}). "
                         "Timings below are GPU times per call (CUDA events, L2 flushed, median).")
-    return Markdown(f"**CPU run: no GPU here** ({env.device_name}, torch {env.torch}). Every op below runs its "
+    return Markdown(f"**CPU run: no GPU here** ({env.device_name}, torch {env.torch}, kwb {env.kwb_version}). Every op below runs its "
                     "CPU implementation, and **every timing below is a CPU timing** (kwb's C++ loop against "
                     "eager PyTorch and torch.compile on this CPU), not a GPU number. The committed notebook "
                     "shows the H100 run.")
