@@ -1,34 +1,118 @@
 #!/usr/bin/env bash
-# One GPU session's work: install kwb, `kwb run` (build, check, time every kernel; the report
-# goes to benchmarks/results/<device>/), then the tests. Everything is also copied under $OUT
-# (the device tool's output folder; default ./gpu-out) as one archive, since the report holds
-# more files than come back one by one.
+# One GPU machine's whole job, in one call: install kwb, then
+#   build   `kwb build --all --device cuda` from an empty cache
+#   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
+#   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
+#   jit     benchmarks/jit_loop.py --repeat 3 (every approach but the tutorial's 30-70 s builds)
+#   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is used
+#   notebooks notebooks/run.py: every walkthrough re-executed in place
+# and write benchmarks/results/<device>/gpu_run.json (the README's H100 figures come from it).
 #
-#   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [pytest args]
+#   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [STAGE ...]
 #
-# With no pytest args it runs the GPU tests (-m "cuda or nvcc"); pass e.g. `tests` for all.
+# No STAGE: all of them, in the order above. KWB_PROFILE=1 runs `kwb run` under cProfile.
+# Outputs land in the repository (results, notebooks) and, packed, under $OUT (the device tool's
+# output folder; default ./gpu-out). The device tool ends a command after 10 minutes: start this
+# under setsid with its output in a file, and collect $OUT's archive in a later call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+stages=("$@")
+[ "${#stages[@]}" -eq 0 ] && stages=(build run pytest jit sanitize notebooks)
+wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+now() { date +%s.%N; }
+since() { python -c "import sys; print(round($(now) - $1, 1))"; }
 
-# python -m: the machine's `pip` and `kwb` may belong to another interpreter than the one
-# holding torch (seen on the GPU machine: kwb's script ran a python without click).
+# Packages the machine lacks (nbclient, ipykernel, ...) travel as wheels: benchmarks/fetch_wheels.sh.
+if ls .nbwheels/*.whl >/dev/null 2>&1; then
+  python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kwb-site .nbwheels/*.whl
+  export PYTHONPATH=/tmp/kwb-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+# python -m: the machine's `pip` and `kwb` may belong to another interpreter than the one holding torch.
 python -m pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
+slug=$(python -c 'from workbench.harness import results; print(results.environment("cuda").slug)')
+res="benchmarks/results/$slug"
+mkdir -p "$res"
+facts="$out/gpu_run.facts"  # key=value lines, turned into gpu_run.json at the end
+: > "$facts"
+fact() { echo "$1=$2" >> "$facts"; }
+fact date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+fact commit "${KWB_GIT_DESCRIBE:-unknown}"
 python -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())' | tee "$out/env.txt"
 nvcc --version | tail -2 | tee -a "$out/env.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv | tee -a "$out/env.txt"
 
-python -m workbench.cli run --full --out benchmarks/results 2>&1 | tee "$out/kwb_run.log"
-echo "kwb run exit: ${PIPESTATUS[0]}" | tee -a "$out/kwb_run.log"
-tar -czf "$out/results.tar.gz" benchmarks/results  # now, in case the tests outrun the call
-# One OpenMP runtime in the process: the extension's libgomp must be the one torch loads.
-lib=$(ls -t "${TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}"/*/kwb_relu_scale/*.so 2>/dev/null | head -1)
-[ -n "$lib" ] && { echo "$lib"; ldd "$lib" | grep -i omp; ldd "$(python -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')" | grep -i omp; } | tee -a "$out/env.txt"
+fresh() {  # empty extension, TorchInductor and Triton caches under $1
+  rm -rf "$1"; mkdir -p "$1/ext" "$1/inductor" "$1/triton"
+  export TORCH_EXTENSIONS_DIR="$1/ext" TORCHINDUCTOR_CACHE_DIR="$1/inductor" TRITON_CACHE_DIR="$1/triton"
+}
 
-if [ "$#" -eq 0 ]; then set -- -m "cuda or nvcc"; fi
-python -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$out/pytest.txt"
-echo "pytest exit: ${PIPESTATUS[0]}" | tee -a "$out/pytest.txt"
+if wants build; then
+  fresh /tmp/kwb-build
+  t=$(now)
+  python -m workbench.cli build --all --device cuda 2>&1 | tee "$out/build_all.log"
+  fact build_all_cold_rc "${PIPESTATUS[0]}"
+  fact build_all_cold_s "$(since "$t")"
+  # Each unit's compile seconds (ninja's log: start and end in ms), for where the time went.
+  for log in "$TORCH_EXTENSIONS_DIR"/kwb_*/*/.ninja_log "$TORCH_EXTENSIONS_DIR"/kwb_*/.ninja_log; do
+    [ -f "$log" ] && awk -v k="$log" 'NR>1 {printf "%7.2f s  %s  (%s)\n", ($2-$1)/1000, $4, k}' "$log"
+  done 2>/dev/null | sort -rn | tee "$out/build_units.txt" | head -12
+fi
 
-tar -czf "$out/results.tar.gz" benchmarks/results
+if wants run; then
+  fresh /tmp/kwb-run
+  profile=()
+  [ "${KWB_PROFILE:-0}" = 1 ] && profile=(-m cProfile -o "$out/kwb_run_cold.prof")
+  t=$(now)
+  python "${profile[@]}" -m workbench.cli run --out /tmp/kwb-report-cold 2>&1 | tee "$out/kwb_run_cold.log"
+  fact kwb_run_cold_rc "${PIPESTATUS[0]}"
+  fact kwb_run_cold_s "$(since "$t")"
+  [ "${KWB_PROFILE:-0}" = 1 ] && profile=(-m cProfile -o "$out/kwb_run_cached.prof")
+  t=$(now)
+  rm -rf /tmp/kwb-report-cached
+  python "${profile[@]}" -m workbench.cli run --out /tmp/kwb-report-cached 2>&1 | tee "$out/kwb_run_cached.log"
+  fact kwb_run_cached_rc "${PIPESTATUS[0]}"
+  fact kwb_run_cached_s "$(since "$t")"
+  # The committed report is the cached run's (the same checks and timings, its builds cached).
+  rm -rf "$res/plots" "$res"/{bench,check,check_errors}.csv "$res/index.md" "$res/build.log"
+  cp -r "/tmp/kwb-report-cached/$slug/." "$res/"
+  cp "$out/kwb_run_cold.log" "$out/kwb_run_cached.log" "$res/"
+  for p in "$out"/*.prof; do
+    [ -f "$p" ] && python -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(40)" "$p" > "${p%.prof}.txt"
+  done
+fi
+
+if wants pytest; then
+  fresh /tmp/kwb-pytest
+  t=$(now)
+  python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" 2>&1 | tee "$out/pytest.txt"
+  fact pytest_rc "${PIPESTATUS[0]}"
+  fact pytest_s "$(since "$t")"
+fi
+
+if wants jit; then
+  t=$(now)
+  python benchmarks/jit_loop.py --repeat 3 --skip-tutorial --out "$res" 2>&1 | tee "$out/jit_loop.log"
+  fact jit_loop_rc "${PIPESTATUS[0]}"
+  fact jit_loop_s "$(since "$t")"
+fi
+
+if wants sanitize; then
+  t=$(now)
+  python benchmarks/sanitize.py --out "$res" 2>&1 | tee "$out/sanitize.log"
+  fact sanitizer_rc "${PIPESTATUS[0]}"
+  fact sanitize_s "$(since "$t")"
+fi
+
+if wants notebooks; then
+  t=$(now)
+  python notebooks/run.py --timeout 900 2>&1 | tee "$out/notebooks.log"
+  fact notebooks_rc "${PIPESTATUS[0]}"
+  fact notebooks_s "$(since "$t")"
+fi
+
+python benchmarks/gpu_summary.py "$facts" "$out" "$res/gpu_run.json"
+tar -czf "$out/results.tar.gz" "$res" notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
 ls -la "$out"

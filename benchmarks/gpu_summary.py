@@ -1,0 +1,75 @@
+#!/usr/bin/env python
+"""gpu_run.sh's closing step: its key=value facts, the GPU suite's JUnit counts, the sanitizer's
+and the notebooks' outcomes, as one JSON file (benchmarks/results/<device>/gpu_run.json).
+
+    python benchmarks/gpu_summary.py FACTS OUT_DIR JSON_PATH
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def facts(path: Path) -> dict:
+    out = {}
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition("=")
+        try:
+            out[key] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def pytest_counts(xml: Path) -> dict:
+    if not xml.exists():
+        return {}
+    suites = ET.parse(xml).getroot()
+    suites = [suites] if suites.tag == "testsuite" else list(suites)
+    total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    failed = [f"{c.get('classname')}::{c.get('name')}" for s in suites for c in s.iter("testcase")
+              if c.find("failure") is not None or c.find("error") is not None]
+    return {"pytest_passed": total["tests"] - total["failures"] - total["errors"] - total["skipped"],
+            "pytest_failed": total["failures"] + total["errors"], "pytest_skipped": total["skipped"],
+            "pytest_failed_tests": failed}
+
+
+def sanitizer(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    return {"sanitizer_errors": data["errors"], "sanitizer_hazards": data["hazards"],
+            "sanitizer_runs": len(data["runs"]), "sanitizer_unfinished": data["unfinished"]}
+
+
+def notebooks(log: Path) -> dict:
+    if not log.exists():
+        return {}
+    text = log.read_text()
+    ok = re.findall(r"^(\S+\.ipynb): ok in", text, re.M)
+    failed = re.findall(r"^(\S+\.ipynb): FAILED", text, re.M)
+    return {"notebooks_ok": len(ok), "notebooks_failed": len(failed), "notebooks_failed_names": failed}
+
+
+def main(facts_path: str, out_dir: str, json_path: str) -> None:
+    out = Path(out_dir)
+    summary = facts(Path(facts_path))
+    env = (out / "env.txt").read_text().splitlines() if (out / "env.txt").exists() else []
+    m = re.match(r"torch (\S+) CUDA (\S+) (.*)", env[0]) if env else None
+    if m:
+        summary.update(torch=m.group(1), cuda=m.group(2), device=m.group(3))
+    nvcc = next((line for line in env if "release" in line), None)
+    if nvcc:
+        summary["nvcc"] = nvcc.strip()
+    summary.update(pytest_counts(out / "pytest.xml"))
+    summary.update(sanitizer(Path(json_path).parent / "sanitize.json"))
+    summary.update(notebooks(out / "notebooks.log"))
+    Path(json_path).write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
