@@ -47,7 +47,7 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
         timed = {(r["dtype"], str(r["shape"])) for r in bench if r["kernel"] == name}
         assert timed == {("float32", "x".join(map(str, size)))} and dtype == torch.float32, (name, timed)
     assert "building 9 kernels (cpu), side by side" in res.stderr
-    assert re.search(r"kwb run took \d+ s: builds \d+ s, checks \d+ s, timing \d+ s \(.*torch.compile compiling \d+ s", res.stderr)
+    assert re.search(r"kwb run took \d+ s: start-up \d+ s, builds \d+ s, checks \d+ s, timing \d+ s \(.*torch.compile compiling \d+ s", res.stderr)
     checks = results.read(folder / "check.csv")
     assert checks and all(r["passed"] for r in checks)
     assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}

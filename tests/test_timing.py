@@ -86,3 +86,35 @@ def test_the_cpu_timer_calls_the_function_once_per_sample():
     calls = []
     samples = timing.CpuTimer(flush=True).samples(lambda: calls.append(1), 4)
     assert len(samples) == 4 == len(calls) and all(s >= 0 for s in samples)
+
+
+class SlowHostTimer(ScriptedTimer):
+    """Each sample reads 1 us on the device but takes `host_s` of wall time to take."""
+
+    def __init__(self, host_s):
+        super().__init__([], lambda: 1e-6)
+        self.host_s = host_s
+
+    def samples(self, fn, n, flush=True):
+        import time
+
+        time.sleep(self.host_s * n)
+        return super().samples(fn, n, flush)
+
+
+def test_the_wall_budget_caps_samples_whose_host_time_dwarfs_them():
+    # 1 us samples would ask for budget_s / 1 us = 1000 (the cap); at 2 ms of host time each,
+    # a 0.05 s wall budget holds ~25
+    timer = SlowHostTimer(2e-3)
+    stats = timing.measure(lambda: None, timer, budget_s=0.2, min_samples=10, max_samples=1000, warmup_s=0.0, wall_s=0.05)
+    assert 10 <= stats.n <= 30
+    assert timing.measure(lambda: None, SlowHostTimer(2e-3), budget_s=0.2, min_samples=10, max_samples=1000,
+                          warmup_s=0.0).n == 1000  # without wall_s: the sample budget alone
+
+
+def test_widening_a_wide_spread_stops_at_its_wall_budget():
+    rng = random.Random(1)
+    noisy = SlowHostTimer(1e-3)
+    noisy.then = lambda: rng.choice([1e-6, 2e-6])
+    stats = timing.measure(lambda: None, noisy, budget_s=0.2, min_samples=10, max_samples=1000, warmup_s=0.0, wall_s=0.02)
+    assert stats.n < 1000 and sum(noisy.requests) < 100

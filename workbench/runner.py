@@ -6,6 +6,7 @@ when a build or a check failed (or the kernel's own output was wrong at a timed 
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,11 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from .report.render import headline_table, print_check
 
     console = console or Console(stderr=True, highlight=False)
+    started = process_seconds()
+    if started is not None:  # the interpreter, import torch, the command line: before this call
+        result_seconds = {"start-up": started}
+    else:
+        result_seconds = {}
     names = list(names) if names else builtin_names()
     notice = ""
     why = devices.why_cpu() if device is None else None
@@ -72,7 +78,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     devices.choose(device, purpose="run", what="kernels")  # --device cuda without a GPU: NoGpuError
     env = results.environment(device)
     folder = Path(out) / env.slug
-    result = RunResult(folder)
+    result = RunResult(folder, seconds=result_seconds)
     if notice:
         console.print(f"[bold yellow]{notice}[/]")
     console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
@@ -157,6 +163,18 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
                                                               f"copy ceiling {session.ceiling / 1e9:.0f} GB/s)"))
     console.print(where_the_time_went(result.seconds), soft_wrap=True)
     return result
+
+
+def process_seconds() -> float | None:
+    """Seconds since this process started (Linux: /proc), None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def where_the_time_went(seconds: dict) -> str:

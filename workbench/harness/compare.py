@@ -7,7 +7,8 @@ Errors are computed in float64 on the output's device:
     rel_l2    ||out - ref|| / ||ref||
 An output passes when every element is within atol + rtol * |ref|, the whole tensor within
 ||out - ref|| <= rel_l2 * ||ref|| + atol * sqrt(n) (so a reference of zeros is judged by atol),
-and it has NaN or Inf exactly where the reference has them.
+and it has NaN or Inf exactly where the reference has them. compare_with_eager also passes an
+output no worse than eager PyTorch's own at the same dtype (eager_scaled).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class Comparison:
     first_mismatches: list[Mismatch] = field(default_factory=list)
     histogram: list[int] = field(default_factory=list)  # counts per HIST bin
     tolerance: Tolerance | None = None  # what it was judged by (gradients may have their own)
+    within_eager: str = ""  # passed by the eager rule (compare_with_eager): eager's error, in words
 
 
 def histogram_edges() -> list[float]:
@@ -118,3 +120,33 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     elif tol.rel_l2 is not None and norm_diff > tol.rel_l2 * norm_ref + tol.atol * math.sqrt(n):
         result.passed, result.reason = False, f"relative L2 error {rel_l2:.2e} above {tol.rel_l2:.0e}"
     return result
+
+
+# A kernel's output that misses its spec's tolerance still passes when it is no worse than
+# eager PyTorch's own output at the same dtype, both against the float64 reference: its
+# elements within eager's worst error (plus rtol * |ref|) and its relative L2 error within
+# eager's. linear_gelu's bf16 training step at 8192x4096 -> 16384: 25 of 67M grad_W elements
+# outside atol 0.5, and eager's own grad_W as far out (docs: "Tolerances").
+def eager_scaled(tol: Tolerance, eager: Comparison) -> Tolerance:
+    """tol widened to eager PyTorch's own error against the same reference."""
+    rel_l2 = None if tol.rel_l2 is None else max(tol.rel_l2, eager.rel_l2)
+    return Tolerance(max(tol.atol, eager.max_abs), tol.rtol, rel_l2, tol.elementwise)
+
+
+def compare_with_eager(out, eager_out, ref, tol: Tolerance, what: str = "output",
+                       expected_dtype: torch.dtype | None = None) -> Comparison:
+    """compare(out, ref, tol); where that fails, the verdict against eager_scaled(tol, eager's
+    own comparison), its reason naming eager's error when it still fails."""
+    verdict = compare(out, ref, tol, what, expected_dtype)
+    if verdict.passed or eager_out is None or verdict.reason.startswith(("shape", "dtype", "expected")):
+        return verdict
+    eager = compare(eager_out, ref, tol, what)
+    if not math.isfinite(eager.max_abs) or eager.passed:
+        return verdict  # eager meets the tolerance (or is broken itself): the kernel must too
+    scaled = compare(out, ref, eager_scaled(tol, eager), what, expected_dtype)
+    if scaled.passed:
+        scaled.reason = ""
+        scaled.within_eager = f"within eager's own error (max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e})"
+        return scaled
+    verdict.reason += f"; eager PyTorch's own error: max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e}"
+    return verdict

@@ -29,7 +29,7 @@ from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_tex
                     input_sets, kernel_and_device,
                     new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
                     tolerance_for)
-from .compare import Comparison, compare, histogram_edges
+from .compare import Comparison, compare, compare_with_eager, histogram_edges
 from .spec import AWKWARD_SIZES, KernelSpec, OpSpec, Tolerance, upcast
 from .views import Rendered
 
@@ -185,9 +185,20 @@ def run_case(case: Case) -> CaseResult:
     if len(outs) != len(refs):
         result.error = f"returned {len(outs)} outputs, the reference {len(refs)}"
         return result
+    eager: list = []  # eager PyTorch's outputs and gradients at the case's dtype, made when first needed
+
+    def judged(got, ref, tol, what, want, k):
+        verdict = compare(got, ref, tol, what, want)
+        if verdict.passed:
+            return verdict
+        if not eager:
+            eager.append(_eager_run(case, g_out if grads is not None else None))
+        mine = eager[0][k] if eager[0] is not None and k < len(eager[0]) else None
+        return compare_with_eager(got, mine, ref, tol, what, want)
+
     for i, (o, r) in enumerate(zip(outs, refs)):
         want = expected[i] if expected is not None and i < len(expected) else None
-        result.comparisons.append(compare(o, r, case.tolerance, output_label(i, len(outs)), want))
+        result.comparisons.append(judged(o, r, case.tolerance, output_label(i, len(outs)), want, i))
     if grads is not None:
         for j, (g, rg) in enumerate(zip(grads, ref_grads)):
             name = case.grad_names[j] if j < len(case.grad_names) else f"arg{grad_inputs[j]}"
@@ -195,8 +206,28 @@ def run_case(case: Case) -> CaseResult:
                 if (g is None) != (rg is None):
                     result.comparisons.append(Comparison(f"grad {name}", False, "no gradient" if g is None else "a gradient where the reference has none"))
                 continue
-            result.comparisons.append(compare(g, rg, case.grad_tolerance or case.tolerance, f"grad {name}", leaves[grad_inputs[j]].dtype))
+            result.comparisons.append(judged(g, rg, case.grad_tolerance or case.tolerance, f"grad {name}",
+                                             leaves[grad_inputs[j]].dtype, len(outs) + j))
     return result
+
+
+def _eager_run(case: Case, g_out) -> list | None:
+    """The reference run as written, at the case's own dtype (eager PyTorch): its outputs, then
+    its gradients of g_out; None where it cannot run so (a CPU op without half support)."""
+    leaves = _detached(case.args)
+    for i in case.grad_inputs:
+        leaves[i] = leaves[i].clone().requires_grad_(True)
+    try:
+        with torch.enable_grad() if g_out is not None else torch.no_grad():
+            outs = as_list(case.reference(*leaves))
+            if g_out is None:
+                return outs
+            diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
+            grads = torch.autograd.grad(diff, [leaves[i] for i in case.grad_inputs], [g.to(d.dtype) for g, d in zip(g_out, diff)],
+                                        allow_unused=True)
+    except Exception:
+        return None
+    return outs + list(grads)
 
 
 # ---- kernels with a spec ---------------------------------------------------------------------

@@ -7,8 +7,9 @@ The method (after triton.testing.do_bench; the README's "How `bench` times"):
     the L2's size, then CUDA events around the call, with the GPU held by a spin kernel while
     the samples are queued, so host-side overhead never lands inside a sample; on the CPU, a
     write over twice the last-level cache, outside perf_counter's window;
-  - as many samples as fit a time budget (at least MIN_SAMPLES, at most MAX_SAMPLES); when the
-    spread p20-p80 is wide, more, up to MAX_SAMPLES;
+  - as many samples as fit a time budget (at least MIN_SAMPLES, at most MAX_SAMPLES) and, on a
+    GPU, a wall-clock budget; when the spread p20-p80 is wide, more, up to MAX_SAMPLES and
+    WIDEN_WALL times the wall-clock budget;
   - the median with the 20th and 80th percentiles (linear interpolation between samples, as
     numpy.percentile and torch.quantile do).
 For calls under ~10 us, launch overhead dominates events; graph_call() captures many calls in
@@ -29,6 +30,8 @@ import torch
 MIN_SAMPLES = 10
 MAX_SAMPLES = 1000
 BUDGET_S = 0.2  # time spent on samples per measurement, before any widening
+WALL_S = 0.12  # a GPU measurement's host seconds for its kept samples, before any widening
+WIDEN_WALL = 3.0  # widening a wide spread stops at this many times WALL_S
 WARMUP_S = 0.025
 SPREAD_WIDE = 0.10  # (p80 - p20) / median above this: take more samples
 GRAPH_THRESHOLD_US = 10.0  # below this median, also time CUDA-graph replays
@@ -175,19 +178,36 @@ def timer_for(device: str) -> Timer:
 
 
 def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, min_samples: int = MIN_SAMPLES,
-            max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0) -> Stats:
-    """Time fn with timer; per_call divides every sample (a graph replay of k calls: k)."""
+            max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0,
+            wall_s: float | None = None) -> Stats:
+    """Time fn with timer; per_call divides every sample (a graph replay of k calls: k).
+
+    budget_s counts the samples' own seconds. wall_s, where given, caps the host's seconds
+    for the kept samples (WIDEN_WALL times it with widening): a sample of a 70 us kernel
+    costs ~3x its host time in wall time (the spin that hides the host), so a budget in
+    sample time alone spent `kwb run` 73 s of wall on 21 s of samples (H200, 73 rows)."""
     flush = timer.flush_warmup
     timer.samples(fn, 1, flush)  # the first call: compilation, allocator growth; discarded
+    started = time.perf_counter()
     estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
+    wall_per_sample = (time.perf_counter() - started) / PROBE_CALLS
     warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
     if warm:
         timer.samples(fn, warm, flush)
     n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
+    if wall_s is not None:
+        n = max(min(n, int(wall_s / max(wall_per_sample, 1e-9))), min_samples)
+    started = time.perf_counter()
     samples = timer.samples(fn, n)
     stats = summarize(samples, timer.method)
     while stats.spread > SPREAD_WIDE and len(samples) < max_samples:
-        samples += timer.samples(fn, min(len(samples), max_samples - len(samples)))
+        more = min(len(samples), max_samples - len(samples))
+        if wall_s is not None:
+            left = WIDEN_WALL * wall_s - (time.perf_counter() - started)
+            more = min(more, int(left / max(wall_per_sample, 1e-9)))
+            if more < min_samples:
+                break
+        samples += timer.samples(fn, more)
         stats = summarize(samples, timer.method)
     if per_call != 1.0:
         samples = [s / per_call for s in samples]

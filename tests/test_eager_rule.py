@@ -1,0 +1,66 @@
+"""The eager rule: an output that misses its spec's tolerance passes when it is no worse than
+eager PyTorch's own output against the same float64 reference, and only then."""
+from __future__ import annotations
+
+import torch
+
+import workbench as wb
+from workbench.harness.compare import compare_with_eager, eager_scaled
+from workbench.spec import Tolerance
+
+TOL = Tolerance(1e-2, 1e-2, 1e-3)
+
+
+def _ref_and_noise(seed: int, scale: float, n: int = 4099) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(n, generator=g, dtype=torch.float64)
+    return ref, ref + scale * torch.randn(n, generator=g, dtype=torch.float64)
+
+
+def test_an_output_no_worse_than_eager_passes_and_says_so():
+    ref, eager = _ref_and_noise(0, 0.05)
+    kernel = ref + 0.5 * (eager - ref)  # half of eager's error, element by element
+    assert not wb.harness.compare.compare(kernel, ref, TOL).passed
+    verdict = compare_with_eager(kernel, eager, ref, TOL)
+    assert verdict.passed and "within eager's own error" in verdict.within_eager
+    assert verdict.tolerance.atol == eager_scaled(TOL, wb.harness.compare.compare(eager, ref, TOL)).atol > TOL.atol
+
+
+def test_an_output_worse_than_eager_fails_naming_eagers_error():
+    ref, eager = _ref_and_noise(1, 0.05)
+    kernel = ref + 3 * (eager - ref)
+    verdict = compare_with_eager(kernel, eager, ref, TOL)
+    assert not verdict.passed and "eager PyTorch's own error: max |err|" in verdict.reason
+
+
+def test_where_eager_meets_the_tolerance_the_kernel_must_too():
+    ref, eager = _ref_and_noise(2, 1e-6)
+    kernel = ref + 0.05
+    verdict = compare_with_eager(kernel, eager, ref, TOL)
+    assert not verdict.passed and "eager" not in verdict.reason
+
+
+def test_wrong_shapes_and_nans_are_never_excused():
+    ref, eager = _ref_and_noise(3, 0.05)
+    assert not compare_with_eager(ref[:-1], eager, ref, TOL).passed
+    broken = ref.clone()
+    broken[7] = float("nan")
+    assert not compare_with_eager(broken, eager, ref, TOL).passed
+
+
+def test_check_passes_a_function_as_close_as_eager_at_its_dtype():
+    """wb.check on a bf16 function that rounds as eager does (a sum over a long row in bf16)
+    with a tolerance tighter than bf16 allows: the rule, not luck, passes it."""
+    def summed(x):  # the reference, as eager runs it in bf16
+        return x.cumsum(-1)
+
+    def kernel(x):  # the same sum, rounded the same way
+        return x.cumsum(-1)
+
+    tight = {torch.bfloat16: Tolerance(1e-4, 1e-4, 1e-5)}
+    report = wb.check(kernel, summed, inputs=lambda s, d, dev, g: (torch.randn(s, generator=g, device=dev).to(d),),
+                      dtypes=["bfloat16"], shapes=[(3, 4096)], tolerance=tight, device="cpu", seed=0)
+    assert report.passed, report
+    wrong = wb.check(lambda x: x.cumsum(-1) * 1.05, summed, inputs=lambda s, d, dev, g: (torch.randn(s, generator=g, device=dev).to(d),),
+                     dtypes=["bfloat16"], shapes=[(3, 4096)], tolerance=tight, device="cpu", seed=0)
+    assert not wrong.passed
