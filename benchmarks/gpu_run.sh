@@ -2,9 +2,11 @@
 # One GPU machine's whole job, in one call: install kwb, then
 #   build   `kwb build --all --device cuda` from an empty cache
 #   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
+#   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
+#   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
+#           used (beside the GPU suite: both judge correctness only)
 #   jit     benchmarks/jit_loop.py --repeat 3 (every approach but the tutorial's 30-70 s builds)
-#   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is used
 #   notebooks notebooks/run.py: every walkthrough re-executed in place
 # and write benchmarks/results/<device>/gpu_run.json (the README's H100 figures come from it).
 #
@@ -20,7 +22,7 @@ out="${OUT:-gpu-out}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 stages=("$@")
-[ "${#stages[@]}" -eq 0 ] && stages=(build run pytest jit sanitize notebooks)
+[ "${#stages[@]}" -eq 0 ] && stages=(build run tolerance pytest sanitize jit notebooks)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 now() { date +%s.%N; }
 since() { python -c "import sys; print(round($(now) - $1, 1))"; }
@@ -40,6 +42,8 @@ facts="$out/gpu_run.facts"  # key=value lines, turned into gpu_run.json at the e
 fact() { echo "$1=$2" >> "$facts"; }
 fact date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 fact commit "${KWB_GIT_DESCRIBE:-unknown}"
+export KWB_GIT_DESCRIBE="${KWB_GIT_DESCRIBE:-}"
+t=$(now); python -c 'import torch' && fact import_torch_s "$(since "$t")"
 python -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())' | tee "$out/env.txt"
 nvcc --version | tail -2 | tee -a "$out/env.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv | tee -a "$out/env.txt"
@@ -84,12 +88,31 @@ if wants run; then
   done
 fi
 
-if wants pytest; then
-  fresh /tmp/kwb-pytest
+if wants tolerance; then
   t=$(now)
-  python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" 2>&1 | tee "$out/pytest.txt"
-  fact pytest_rc "${PIPESTATUS[0]}"
-  fact pytest_s "$(since "$t")"
+  python benchmarks/tolerance_vs_eager.py --out "$res" > "$out/tolerance.log" 2>&1
+  fact tolerance_rc "$?"
+  fact tolerance_s "$(since "$t")"
+  tail -40 "$out/tolerance.log"
+fi
+
+# The GPU suite and the sanitizer judge correctness only, so they share the machine (and its
+# minutes: 258 s and 203 s one after the other on the H200).
+if wants pytest || wants sanitize; then
+  t=$(now)
+  if wants sanitize; then
+    (python benchmarks/sanitize.py --out "$res" > "$out/sanitize.log" 2>&1; echo "sanitizer_rc=$?" >> "$facts"; \
+     echo "sanitize_s=$(since "$t")" >> "$facts") &
+  fi
+  if wants pytest; then
+    fresh /tmp/kwb-pytest
+    python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" > "$out/pytest.txt" 2>&1
+    fact pytest_rc "$?"
+    fact pytest_s "$(since "$t")"
+    tail -5 "$out/pytest.txt"
+  fi
+  wait
+  tail -4 "$out/sanitize.log" 2>/dev/null
 fi
 
 if wants jit; then
@@ -97,13 +120,6 @@ if wants jit; then
   python benchmarks/jit_loop.py --repeat 3 --skip-tutorial --out "$res" 2>&1 | tee "$out/jit_loop.log"
   fact jit_loop_rc "${PIPESTATUS[0]}"
   fact jit_loop_s "$(since "$t")"
-fi
-
-if wants sanitize; then
-  t=$(now)
-  python benchmarks/sanitize.py --out "$res" 2>&1 | tee "$out/sanitize.log"
-  fact sanitizer_rc "${PIPESTATUS[0]}"
-  fact sanitize_s "$(since "$t")"
 fi
 
 if wants notebooks; then
