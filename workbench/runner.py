@@ -62,11 +62,6 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from .report.render import headline_table, print_check
 
     console = console or Console(stderr=True, highlight=False)
-    started = process_seconds()
-    if started is not None:  # the interpreter, import torch, the command line: before this call
-        result_seconds = {"start-up": started}
-    else:
-        result_seconds = {}
     names = list(names) if names else builtin_names()
     notice = ""
     why = devices.why_cpu() if device is None else None
@@ -78,7 +73,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     devices.choose(device, purpose="run", what="kernels")  # --device cuda without a GPU: NoGpuError
     env = results.environment(device)
     folder = Path(out) / env.slug
-    result = RunResult(folder, seconds=result_seconds)
+    result = RunResult(folder)
     if notice:
         console.print(f"[bold yellow]{notice}[/]")
     console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
@@ -91,6 +86,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         else:
             console.print(f"  [red]✗ {escape(loaded.name)}[/]: {escape(str(loaded.error))}")
 
+    started = process_seconds()
+    if started is not None:  # the interpreter, import torch, the device and CUDA's start: before the builds
+        result.seconds["start-up"] = started
     console.print(f"building {len(names)} kernels ({device}), side by side")
     clock = time.monotonic()
     kernels = []

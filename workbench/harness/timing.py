@@ -30,7 +30,7 @@ import torch
 MIN_SAMPLES = 10
 MAX_SAMPLES = 1000
 BUDGET_S = 0.2  # time spent on samples per measurement, before any widening
-WALL_S = 0.12  # a GPU measurement's host seconds for its kept samples, before any widening
+WALL_S = 0.08  # a GPU measurement's host seconds for its kept samples, before any widening
 WIDEN_WALL = 3.0  # widening a wide spread stops at this many times WALL_S
 WARMUP_S = 0.025
 SPREAD_WIDE = 0.10  # (p80 - p20) / median above this: take more samples
