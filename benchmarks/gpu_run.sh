@@ -6,7 +6,7 @@
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
 #           used (beside the GPU suite: both judge correctness only)
-#   jit     benchmarks/jit_loop.py --repeat 3 (every approach but the tutorial's 30-70 s builds)
+#   jit     benchmarks/jit_loop.py --repeat 2 (every approach but the tutorial's 30-70 s builds)
 #   notebooks notebooks/run.py: every walkthrough re-executed in place
 # and write benchmarks/results/<device>/gpu_run.json (the README's H100 figures come from it).
 #
@@ -117,7 +117,7 @@ fi
 
 if wants jit; then
   t=$(now)
-  python benchmarks/jit_loop.py --repeat 3 --skip-tutorial --out "$res" 2>&1 | tee "$out/jit_loop.log"
+  python benchmarks/jit_loop.py --repeat 2 --skip-tutorial --out "$res" 2>&1 | tee "$out/jit_loop.log"
   fact jit_loop_rc "${PIPESTATUS[0]}"
   fact jit_loop_s "$(since "$t")"
 fi
