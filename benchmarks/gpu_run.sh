@@ -8,7 +8,8 @@
 #           used (beside the GPU suite: both judge correctness only)
 #   jit     benchmarks/jit_loop.py --repeat 2 (every approach but the tutorial's 30-70 s builds)
 #   notebooks notebooks/run.py: every walkthrough re-executed in place
-# and write benchmarks/results/<device>/gpu_run.json (the README's H100 figures come from it).
+# and write benchmarks/results/<device>/<date>-<commit>/ (the run's report, logs, sanitizer and
+# gpu_run.json) and benchmarks/results/<device>/gpu_run.json, the newest (the README quotes it).
 #
 #   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [STAGE ...]
 #
@@ -36,7 +37,8 @@ fi
 python -m pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
 slug=$(python -c 'from workbench.harness import results; print(results.environment("cuda").slug)')
 res="benchmarks/results/$slug"
-mkdir -p "$res"
+run_dir="$res/$(date -u +%Y-%m-%d)-${KWB_GIT_DESCRIBE:-unknown}"  # this call's report, logs and checks
+mkdir -p "$run_dir"
 facts="$out/gpu_run.facts"  # key=value lines, turned into gpu_run.json at the end
 : > "$facts"
 fact() { echo "$1=$2" >> "$facts"; }
@@ -80,9 +82,8 @@ if wants run; then
   fact kwb_run_cached_rc "${PIPESTATUS[0]}"
   fact kwb_run_cached_s "$(since "$t")"
   # The committed report is the cached run's (the same checks and timings, its builds cached).
-  rm -rf "$res/plots" "$res"/{bench,check,check_errors}.csv "$res/index.md" "$res/build.log"
-  cp -r "/tmp/kwb-report-cached/$slug/." "$res/"
-  cp "$out/kwb_run_cold.log" "$out/kwb_run_cached.log" "$res/"
+  cp -r "/tmp/kwb-report-cached/$slug/." "$run_dir/"
+  cp "$out/kwb_run_cold.log" "$out/kwb_run_cached.log" "$run_dir/"
   for p in "$out"/*.prof; do
     [ -f "$p" ] && python -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(40)" "$p" > "${p%.prof}.txt"
   done
@@ -129,6 +130,8 @@ if wants notebooks; then
   fact notebooks_s "$(since "$t")"
 fi
 
-python benchmarks/gpu_summary.py "$facts" "$out" "$res/gpu_run.json"
+cp "$out"/build_units.txt "$out"/pytest.txt "$run_dir/" 2>/dev/null
+python benchmarks/gpu_summary.py "$facts" "$out" "$run_dir/gpu_run.json"
+cp "$run_dir/gpu_run.json" "$res/gpu_run.json"  # the newest run's figures, which the README quotes
 tar -czf "$out/results.tar.gz" "$res" notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
 ls -la "$out"

@@ -479,7 +479,8 @@ def environment(torch, nvcc: str, cuda_home: str, arch: str) -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git": command_line(["git", "describe", "--always", "--dirty"]) or "unknown",
+        # KWB_GIT_DESCRIBE first: a copy of the tree on the GPU machine carries no history of its own
+        "git": os.environ.get("KWB_GIT_DESCRIBE") or command_line(["git", "describe", "--always", "--dirty"]) or "unknown",
     }
 
 
