@@ -141,6 +141,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
                                  progress=lambda: progress.advance(task), **timed(k))
             result.bench_rows += rep.rows
 
+    quiet = session.quietness(result.bench_rows) if result.bench_rows else ""
+    if quiet:
+        console.print(quiet, soft_wrap=True)
     result.seconds["timing"] = time.monotonic() - clock
     result.seconds.update({f"timing: {k}": v for k, v in session.seconds.items()})
     clock = time.monotonic()
@@ -154,7 +157,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     plot_paths = report_files.write_plots(folder, env.run_id)
     command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
     result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
-                                            plot_paths, session.ceiling / 1e9)
+                                            plot_paths, session.ceiling / 1e9, quiet=quiet)
     result.seconds["report"] = time.monotonic() - clock
     if result.bench_rows:
         console.print(headline_table(result.bench_rows, title=f"Speed at each op's largest size ({env.title()}; "

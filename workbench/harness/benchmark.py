@@ -109,6 +109,22 @@ class Session:
         # Where the timing phase's seconds go ('reference', 'compile', 'validate', 'samples',
         # 'graphs'): torch.compile's first call compiles, so its validation is its compile time.
         self.seconds: collections.Counter = collections.Counter()
+        self.remeasured = 0  # measurements taken again because the first were not trusted
+        self.load_before = timing.machine_load()
+
+    def quietness(self, rows: list[dict]) -> str:
+        """How quiet the machine was, for a report's head: the load per core at the start and
+        now, the copy ceiling at the start and now, and the rows not trusted."""
+        load_now = timing.machine_load()
+        again = timing.copy_ceiling(self.device, self.timer)
+        drift = abs(again / self.ceiling - 1) if self.ceiling else 0.0
+        timed = [r for r in rows if r.get("median_us") is not None]
+        noisy = [r for r in timed if r.get("trust")]
+        verdict = "busy" if noisy or drift > 0.10 or (load_now or 0) > 0.5 else "quiet"
+        load = (f"load {self.load_before:.2f} -> {load_now:.2f} a core; " if self.load_before is not None and load_now is not None else "")
+        return (f"Machine {verdict}: {load}copy ceiling {self.ceiling / 1e9:.0f} GB/s at the start, {again / 1e9:.0f} at the end; "
+                f"{len(noisy)} of {len(timed)} timings not trusted (shown as noisy, left out of speedups and plots), "
+                f"{self.remeasured} measured twice.")
 
 
 def new_session(device: str, env: results.Environment | None = None) -> Session:
@@ -157,7 +173,8 @@ def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str 
     if stats is None:
         return row
     sec = stats.median
-    row.update(median_us=stats.median * 1e6, p20_us=stats.p20 * 1e6, p80_us=stats.p80 * 1e6, samples=stats.n)
+    row.update(median_us=stats.median * 1e6, p20_us=stats.p20 * 1e6, p80_us=stats.p80 * 1e6, samples=stats.n,
+               trust=timing.distrust(stats) or None)
     if case.nbytes:
         row.update(gbps=case.nbytes / sec / 1e9, pct_of_ceiling=100 * case.nbytes / sec / s.ceiling)
     if case.flops:
@@ -166,12 +183,14 @@ def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str 
 
 
 def _add_speedups(rows: list[dict], vendor: str | None) -> None:
-    """Each row's speedup over each baseline timed with the same method (events or graphs)."""
+    """Each row's speedup over each baseline timed with the same method (events or graphs);
+    none where either timing is not trusted (timing.distrust)."""
     for r in rows:
-        if r.get("median_us") is None:
+        if r.get("median_us") is None or r.get("trust"):
             continue
         for provider, column in ((EAGER, "speedup_vs_eager"), (COMPILE, "speedup_vs_compile"), (vendor, "speedup_vs_vendor")):
-            base = next((b for b in rows if b["provider"] == provider and b["method"] == r["method"] and b.get("median_us")), None)
+            base = next((b for b in rows if b["provider"] == provider and b["method"] == r["method"] and b.get("median_us")
+                         and not b.get("trust")), None)
             if base is not None:
                 r[column] = base["median_us"] / r["median_us"]
 
@@ -239,7 +258,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
                 else:
                     launch = None
                 started, phase = time.perf_counter(), "samples"
-                stats = timing.measure(functools.partial(fn, *case.args), s.timer, **s.limits)
+                stats = _measured(functools.partial(fn, *case.args), s)
         except Exception as e:  # one provider failing (a compile error, say) must not end the run
             rows.append(_row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300]))
             continue
@@ -255,6 +274,17 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
         s.seconds["graphs"] += time.perf_counter() - started
     _add_speedups(rows, vendor)
     return rows
+
+
+def _measured(fn: Callable[[], object], s: Session, per_call: float = 1.0) -> timing.Stats:
+    """timing.measure, once more where the first samples are not to be trusted (other
+    processes on the cores, a spread that would not narrow); the row says so if the second
+    are not either."""
+    stats = timing.measure(fn, s.timer, per_call=per_call, **s.limits)
+    if timing.distrust(stats):
+        s.remeasured += 1
+        stats = timing.measure(fn, s.timer, per_call=per_call, **s.limits)
+    return stats
 
 
 def _launch_columns(case: Case, fn: Callable) -> dict:
@@ -281,7 +311,7 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
                 k = max(copies, min(2000, int(GRAPH_CALLS_S / max(seconds, 1e-7))))
                 k = math.ceil(k / copies) * copies
                 replay = timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)])
-                stats = timing.measure(replay, s.timer, per_call=k, **s.limits)
+                stats = _measured(replay, s, per_call=k)
         except Exception as e:
             rows.append(_row(case, provider, "cuda_graph", None, plan,
                              status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}"))

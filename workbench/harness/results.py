@@ -30,6 +30,8 @@ BENCH_COLUMNS = [
     "ceiling_gbps", "device", "device_name", "torch", "cuda", "kwb_version", "timestamp", "run_id",
     # kwb rows on a GPU: the longest kwb kernel one call launched, as launched (harness/launches.py)
     "gpu_kernel", "block", "registers", "smem_bytes", "spill_bytes", "occupancy_pct",
+    # why a timing is not trusted (timing.distrust), empty when it is
+    "trust",
 ]
 CHECK_COLUMNS = [
     "kernel", "op", "what", "dtype", "shape", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol",

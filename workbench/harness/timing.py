@@ -21,6 +21,7 @@ tested with a synthetic one.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
@@ -39,19 +40,71 @@ PROBE_CALLS = 3  # calls that estimate the time per call, after the first
 MAX_WARMUP_CALLS = 50
 
 
+BUSY = 0.25  # other processes' share of the machine's cores while samples were taken, above which they are not trusted
+SPREAD_UNTRUSTED = 0.25  # p20-p80 still this wide after widening: not trusted
+
+
 @dataclass(frozen=True)
 class Stats:
-    """Seconds per call."""
+    """Seconds per call; `busy`: the share of the machine's cores other processes used while
+    the samples were taken (None where that cannot be read)."""
 
     median: float
     p20: float
     p80: float
     n: int
     method: str
+    busy: float | None = None
 
     @property
     def spread(self) -> float:
         return (self.p80 - self.p20) / self.median if self.median > 0 else 0.0
+
+
+def distrust(stats: Stats) -> str:
+    """Why these samples are not to be trusted ("" when they are): other processes on the
+    cores (a scheduler slice of 4-8 ms lands inside a sample: the 2-core machine published an
+    lltm forward at 8018 us beside its 455 us training step), or a spread that widening did not
+    narrow."""
+    if stats.busy is not None and stats.busy > BUSY:
+        return f"noisy: other processes used {stats.busy:.0%} of the cores"
+    if stats.spread > SPREAD_UNTRUSTED:
+        return f"noisy: p20-p80 spread {stats.spread:.0%} of the median"
+    return ""
+
+
+class CpuShare:
+    """Other processes' share of the machine's cores between start() and stop(), from
+    /proc/stat (all cores' busy time) less this process's own (/proc/self/stat); None off Linux."""
+
+    def __init__(self):
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int, int] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+            with open("/proc/self/stat") as f:
+                own = f.read().rsplit(")", 1)[1].split()
+            return sum(fields) - fields[3] - fields[4], sum(fields), int(own[11]) + int(own[12])  # busy, total, utime+stime
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def others(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None or end[1] <= self._start[1]:
+            return None
+        busy, total, own = (b - a for a, b in zip(self._start, end))
+        return max(0.0, min(1.0, (busy - own) / total))
+
+
+def machine_load() -> float | None:
+    """The 1-minute load average per core (0: idle, 1: every core busy); None off Unix."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return None
 
 
 def quantile(sorted_samples: Sequence[float], q: float) -> float:
@@ -66,9 +119,9 @@ def quantile(sorted_samples: Sequence[float], q: float) -> float:
     return sorted_samples[lo] * (1 - frac) + sorted_samples[hi] * frac
 
 
-def summarize(samples: Sequence[float], method: str) -> Stats:
+def summarize(samples: Sequence[float], method: str, busy: float | None = None) -> Stats:
     s = sorted(samples)
-    return Stats(quantile(s, 0.5), quantile(s, 0.2), quantile(s, 0.8), len(s), method)
+    return Stats(quantile(s, 0.5), quantile(s, 0.2), quantile(s, 0.8), len(s), method, busy)
 
 
 class Timer(Protocol):
@@ -198,6 +251,7 @@ def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, 
     if wall_s is not None:
         n = max(min(n, int(wall_s / max(wall_per_sample, 1e-9))), min_samples)
     started = time.perf_counter()
+    share = CpuShare()
     samples = timer.samples(fn, n)
     stats = summarize(samples, timer.method)
     while stats.spread > SPREAD_WIDE and len(samples) < max_samples:
@@ -211,8 +265,7 @@ def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, 
         stats = summarize(samples, timer.method)
     if per_call != 1.0:
         samples = [s / per_call for s in samples]
-        stats = summarize(samples, timer.method)
-    return stats
+    return summarize(samples, timer.method, share.others())
 
 
 def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:

@@ -50,10 +50,13 @@ def write_build_log(path: Path, builds: list[BuildRecord]) -> None:
 
 
 def write_index(folder: Path, env: results.Environment, command: str, notice: str, builds: list[BuildRecord],
-                checks: list, bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None) -> Path:
+                checks: list, bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None,
+                quiet: str = "") -> Path:
     lines = [f"# kwb run: {env.device_name}", ""]
     if notice:
         lines += [f"> **{notice}**", ""]
+    if quiet:
+        lines += [f"> {quiet}", ""]
     ceiling = f"; copy ceiling {ceiling_gbps:.0f} GB/s, measured in this run" if ceiling_gbps else ""
     lines += [f"torch {env.torch}, CUDA {env.cuda}, kwb {env.kwb_version}, {env.timestamp}{ceiling}.  ",
               f"Command: `{command}`; run id `{env.run_id}`.", ""]

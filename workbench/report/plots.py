@@ -45,7 +45,8 @@ def env_title(rows: list[dict]) -> str:
 
 
 def _timed(rows):
-    return [r for r in rows if r.get("median_us") is not None]
+    """Rows with a trusted timing (a noisy one is in the tables, not in the plots)."""
+    return [r for r in rows if r.get("median_us") is not None and not r.get("trust")]
 
 
 def _groups(rows, *keys) -> "OrderedDict[tuple, list[dict]]":

@@ -146,7 +146,7 @@ def bench_cells(r: dict, vendor: bool = False, launch: bool = False) -> list[str
         timing = r["status"]
     else:
         timing = f"{r['median_us']:.2f} ({r['p20_us']:.2f}-{r['p80_us']:.2f})"
-        if (r["p80_us"] - r["p20_us"]) > NOISY * r["median_us"]:
+        if r.get("trust") or (r["p80_us"] - r["p20_us"]) > NOISY * r["median_us"]:
             timing += " noisy"
     cells = [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
              timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
@@ -214,7 +214,8 @@ def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         largest = sizes[max(sizes)]
         k = largest.get("kwb", {})
         cells = [op, dtype, size_text(next(iter(largest.values()))["shape"])]
-        cells += [f"{largest[p]['median_us']:.1f} us" if p in largest else "" for p in providers]
+        cells += [f"{largest[p]['median_us']:.1f} us" + (" noisy" if largest[p].get("trust") else "") if p in largest else ""
+                  for p in providers]
         cells += [_fmt(k.get("pct_of_ceiling"), ".1f"), _fmt(k.get("speedup_vs_eager"), ".2f"), _fmt(k.get("speedup_vs_compile"), ".2f")]
         body.append(cells)
     return head, body
