@@ -12,6 +12,7 @@ import torch
 
 import workbench as wb
 from workbench import timing
+from workbench.harness.benchmark import Session
 from workbench.report import plots
 
 SPIN = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"  # stops by itself
@@ -45,7 +46,7 @@ def test_samples_taken_beside_busy_processes_are_not_trusted(busy_cores):
 
 def test_a_bench_on_busy_cores_marks_its_rows_and_gives_no_speedups(busy_cores):
     x = torch.randn(1 << 16)
-    session = wb.harness.benchmark.Session("cpu")
+    session = Session("cpu")
     report = wb.bench(lambda t: t * 2, lambda t: t * 2, inputs=(x,), baselines="eager", session=session)
     rows = [r for r in report.rows if r["median_us"] is not None]
     assert rows and all(r["trust"].startswith("noisy") for r in rows)
@@ -60,3 +61,12 @@ def test_a_trusted_timing_has_no_mark():
     quiet = timing.Stats(1e-3, 0.99e-3, 1.01e-3, 50, "t", busy=0.02)
     assert timing.distrust(quiet) == ""
     assert timing.distrust(timing.Stats(1e-3, 0.5e-3, 1.5e-3, 50, "t", busy=0.0)).startswith("noisy: p20-p80 spread")
+
+
+def test_a_plot_of_nothing_but_noisy_timings_says_so_instead_of_failing():
+    row = dict(kernel="k", op="o", dtype="float32", provider="kwb", method="perf_counter", numel=10, shape="10",
+               median_us=1.0, p20_us=1.0, p80_us=1.0, pct_of_ceiling=5.0, speedup_vs_eager=None, speedup_vs_compile=None,
+               trust="noisy: other processes used 67% of the cores")
+    for draw in (plots.latency, plots.pct_of_ceiling, plots.speedup):
+        fig = draw([row])
+        assert "no timing to plot" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)

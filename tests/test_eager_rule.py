@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import workbench as wb
-from workbench.harness.compare import compare_with_eager, eager_scaled
+from workbench.harness.compare import compare, compare_with_eager, eager_scaled
 from workbench.spec import Tolerance
 
 TOL = Tolerance(1e-2, 1e-2, 1e-3)
@@ -20,10 +20,10 @@ def _ref_and_noise(seed: int, scale: float, n: int = 4099) -> tuple[torch.Tensor
 def test_an_output_no_worse_than_eager_passes_and_says_so():
     ref, eager = _ref_and_noise(0, 0.05)
     kernel = ref + 0.5 * (eager - ref)  # half of eager's error, element by element
-    assert not wb.harness.compare.compare(kernel, ref, TOL).passed
+    assert not compare(kernel, ref, TOL).passed
     verdict = compare_with_eager(kernel, eager, ref, TOL)
     assert verdict.passed and "within eager's own error" in verdict.within_eager
-    assert verdict.tolerance.atol == eager_scaled(TOL, wb.harness.compare.compare(eager, ref, TOL)).atol > TOL.atol
+    assert verdict.tolerance.atol == eager_scaled(TOL, compare(eager, ref, TOL)).atol > TOL.atol
 
 
 def test_an_output_worse_than_eager_fails_naming_eagers_error():

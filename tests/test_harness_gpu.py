@@ -117,4 +117,5 @@ def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
     rows = results.read(folder / "bench.csv")
     assert {r["device"] for r in rows} == {"cuda"} and all(r["status"] == "ok" for r in rows)
     assert {r["method"] for r in rows} == {"cuda_events", "cuda_graph"}
-    assert (folder / "plots" / "latency_relu_scale.png").stat().st_size > 5000
+    trusted_sizes = {r["numel"] for r in rows if not r["trust"]}  # timings on busy cores are in no plot
+    assert (folder / "plots" / "latency_relu_scale.png").exists() == (len(trusted_sizes) >= 2)

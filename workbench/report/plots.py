@@ -49,6 +49,21 @@ def _timed(rows):
     return [r for r in rows if r.get("median_us") is not None and not r.get("trust")]
 
 
+def _nothing_trusted(rows, what: str) -> Figure | None:
+    """Where every timing of `rows` is marked noisy: a figure that says so (a notebook on a busy
+    machine shows why its plot is empty) instead of an error; None where there is none such."""
+    noisy = [r for r in rows if r.get("median_us") is not None and r.get("trust")]
+    if not noisy or _timed(rows):
+        return None
+    fig = Figure(figsize=(6.4, 1.6), layout="constrained")
+    ax = fig.subplots()
+    ax.axis("off")
+    ax.text(0.5, 0.5, f"{what}: no timing to plot. All {len(noisy)} were taken while other processes used the cores\n"
+                      f"(bench.csv's trust column: {noisy[0]['trust']}); run again on a quiet machine.",
+            ha="center", va="center", fontsize=9, wrap=True)
+    return fig
+
+
 def _groups(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
     out: "OrderedDict[tuple, list[dict]]" = OrderedDict()
     for r in rows:
@@ -59,6 +74,8 @@ def _groups(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
 def latency(rows: list[dict], kernel: str | None = None) -> Figure:
     """Median time per call against size, one panel per (op, dtype), a line per provider with
     its p20-p80 band; CUDA-graph timings dashed."""
+    if (empty := _nothing_trusted(rows, "latency")) is not None:
+        return empty
     rows = _timed([r for r in rows if kernel is None or r["kernel"] == kernel])
     panels = _groups(rows, "kernel", "op", "dtype")
     if not panels:
@@ -104,6 +121,8 @@ def _largest(rows):
 def pct_of_ceiling(rows: list[dict], numel: int | None = None) -> Figure:
     """Achieved bandwidth as % of the measured copy ceiling, a bar per provider, at `numel`
     elements (default: each op's largest size): how close each gets to the memory limit."""
+    if (empty := _nothing_trusted(rows, "% of the copy ceiling")) is not None:
+        return empty
     rows = [r for r in _timed(rows) if r["method"] != "cuda_graph" and r.get("pct_of_ceiling") is not None]
     rows = [r for r in rows if r["numel"] == numel] if numel is not None else _largest(rows)
     if not rows:
@@ -140,6 +159,8 @@ def pct_of_ceiling(rows: list[dict], numel: int | None = None) -> Figure:
 def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
     """% of the copy ceiling against size, one panel per (op, dtype), a line per provider:
     where each implementation starts to be limited by memory rather than by launches."""
+    if (empty := _nothing_trusted(rows, "% of the copy ceiling by size")) is not None:
+        return empty
     rows = [r for r in _timed(rows) if (kernel is None or r["kernel"] == kernel)
             and r["method"] != "cuda_graph" and r.get("pct_of_ceiling") is not None]
     panels = _groups(rows, "kernel", "op", "dtype")
@@ -170,6 +191,8 @@ def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
 def speedup(rows: list[dict]) -> Figure:
     """kwb's speedup over eager PyTorch and over torch.compile against size, a line per
     (op, dtype); above 1 is faster."""
+    if (empty := _nothing_trusted(rows, "speedup")) is not None:
+        return empty
     kwb = [r for r in _timed(rows) if r["provider"] == "kwb" and r["method"] != "cuda_graph"]
     if not kwb:
         raise ValueError("no kwb rows to plot speedups for")
