@@ -2,6 +2,7 @@
 eager PyTorch's own output against the same float64 reference, and only then."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import workbench as wb
@@ -64,3 +65,20 @@ def test_check_passes_a_function_as_close_as_eager_at_its_dtype():
     wrong = wb.check(lambda x: x.cumsum(-1) * 1.05, summed, inputs=lambda s, d, dev, g: (torch.randn(s, generator=g, device=dev).to(d),),
                      dtypes=["bfloat16"], shapes=[(3, 4096)], tolerance=tight, device="cpu", seed=0)
     assert not wrong.passed
+
+
+def test_a_reference_of_zeros_gives_an_error_in_units_of_atol_not_a_huge_ratio():
+    ref = torch.zeros(3, 1, dtype=torch.float64)
+    out = torch.full((3, 1), 1e-7, dtype=torch.float32)
+    verdict = compare(out, ref, Tolerance(1e-5, 1e-5, 1e-5))
+    assert verdict.passed and verdict.rel_l2 == pytest.approx(1e-7 / 1e-5)  # ||d|| / (atol * sqrt(n))
+
+
+def test_the_check_table_names_the_shape_of_the_worst_error():
+    from workbench.report.render import check_groups, check_text
+
+    report = wb.check(lambda x: x * 2 + (x.numel() == 199) * 1e-4, lambda x: x * 2, device="cpu", dtypes=["float32"],
+                      shapes=[(37,), (199,), (760,)], tolerance=Tolerance(1e-3, 1e-3, 1e-3), seed=0,
+                      inputs=lambda s, d, dev, g: (torch.randn(s, generator=g, device=dev).to(d),))
+    (group,) = check_groups(report)
+    assert group["worst"] == "199" and "rel L2" in check_text(report) and " at 199" in check_text(report)

@@ -4,7 +4,7 @@ Errors are computed in float64 on the output's device:
     max_abs   max |out - ref| (inf where out has NaN/Inf and ref does not)
     max_rel   max |out - ref| / |ref| over the elements with |ref| >= atol (below that, the
               absolute tolerance governs and a ratio would only measure how close to 0 ref is)
-    rel_l2    ||out - ref|| / ||ref||
+    rel_l2    ||out - ref|| / max(||ref||, atol * sqrt(n))
 An output passes when every element is within atol + rtol * |ref|, the whole tensor within
 ||out - ref|| <= rel_l2 * ||ref|| + atol * sqrt(n) (so a reference of zeros is judged by atol),
 and it has NaN or Inf exactly where the reference has them. compare_with_eager also passes an
@@ -98,7 +98,10 @@ def compare(out, ref, tol: Tolerance, what: str = "output", expected_dtype: torc
     r_fin = torch.where(both_finite, r, torch.zeros_like(r))
     norm_ref = float(torch.linalg.vector_norm(r_fin))
     norm_diff = float(torch.linalg.vector_norm(diff))
-    rel_l2 = norm_diff / norm_ref if norm_ref > 0 else (0.0 if norm_diff == 0 else math.inf)
+    # relative to max(||ref||, atol * sqrt(n)): a reference of zeros (a gradient that vanishes on
+    # a 3 x 1 LayerNorm) is measured in units of atol, as it is judged, not as 2e8 of nothing
+    scale = max(norm_ref, tol.atol * math.sqrt(n))
+    rel_l2 = norm_diff / scale if scale > 0 else (0.0 if norm_diff == 0 else math.inf)
 
     log_rel = torch.log10(rel[relative].clamp(min=10 ** HIST_LO, max=10 ** HIST_HI - 1e-12)).float()
     hist = torch.histc(log_rel, bins=HIST_BINS, min=HIST_LO, max=HIST_HI).long().tolist() if log_rel.numel() else [0] * HIST_BINS

@@ -27,14 +27,21 @@ def check_groups(report) -> list[dict]:
     for r in report.rows():
         key = (r["kernel"], r["op"], r["what"], r["dtype"])
         g = groups.setdefault(key, dict(kernel=r["kernel"], op=r["op"], what=r["what"], dtype=r["dtype"], shapes=[], failed=[],
-                                        max_abs=0.0, max_rel=0.0, rel_l2=0.0, atol=r["atol"], rtol=r["rtol"], rel_l2_tol=r["rel_l2_tol"]))
+                                        max_abs=0.0, max_rel=0.0, rel_l2=0.0, atol=r["atol"], rtol=r["rtol"], rel_l2_tol=r["rel_l2_tol"],
+                                        worst=""))
         g["shapes"].append(r["shape"])
         if not r["passed"]:
             g["failed"].append(r["shape"])
+        if isinstance(r["rel_l2"], float) and (r["rel_l2"] > g["rel_l2"] or not g["worst"]):
+            g["worst"] = r["shape"]  # the shape of the largest relative L2 error, named beside it
         for k in ("max_abs", "max_rel", "rel_l2"):
             if isinstance(r[k], float):
                 g[k] = max(g[k], r[k])
     return list(groups.values())
+
+
+def _rel_l2_text(g) -> str:
+    return f"{g['rel_l2']:.2e}" + (f" at {size_text(g['worst'])}" if g["worst"] != "" else "")
 
 
 def _tol_text(g) -> str:
@@ -77,7 +84,7 @@ def check_table(report, verbose: bool = False):
             n, bad = len(g["shapes"]), len(g["failed"])
             result = f"[green]{n}/{n} pass[/]" if not bad else f"[red]{bad}/{n} FAIL[/]"
             shapes = ", ".join(size_text(s) for s in g["shapes"][:4]) + (f", ... ({n})" if n > 4 else "")
-            table.add_row(g["op"], g["what"], g["dtype"], shapes, f"{g['max_abs']:.2e}", f"{g['max_rel']:.2e}", f"{g['rel_l2']:.2e}",
+            table.add_row(g["op"], g["what"], g["dtype"], shapes, f"{g['max_abs']:.2e}", f"{g['max_rel']:.2e}", _rel_l2_text(g),
                           _tol_text(g), result)
     return table
 
@@ -98,7 +105,7 @@ def check_text(report) -> str:
     for g in check_groups(report):
         n, bad = len(g["shapes"]), len(g["failed"])
         lines.append(f"  {g['op']:<24} {g['what']:<10} {g['dtype']:<9} {n - bad}/{n} pass  max abs {g['max_abs']:.2e}  "
-                     f"max rel {g['max_rel']:.2e}  rel L2 {g['rel_l2']:.2e}  (tolerance {_tol_text(g)})")
+                     f"max rel {g['max_rel']:.2e}  rel L2 {_rel_l2_text(g)}  (tolerance {_tol_text(g)})")
     lines += [f"  FAIL {line}" for line in failure_lines(report)]
     lines += [f"  note: {n}" for n in report.notes]
     return "\n".join(lines)
@@ -111,7 +118,7 @@ def check_markdown(report) -> str:
         n, bad = len(g["shapes"]), len(g["failed"])
         result = f"{n}/{n} pass" if not bad else f"**{bad}/{n} FAIL**"
         lines.append(f"| {g['op']} | {g['what']} | {g['dtype']} | {', '.join(size_text(s) for s in g['shapes'])} | {g['max_abs']:.2e} | "
-                     f"{g['max_rel']:.2e} | {g['rel_l2']:.2e} | {_tol_text(g)} | {result} |")
+                     f"{g['max_rel']:.2e} | {_rel_l2_text(g)} | {_tol_text(g)} | {result} |")
     fails = failure_lines(report)
     if fails:
         lines += ["", "Failures:", ""] + [f"- {f}" for f in fails]
