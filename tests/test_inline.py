@@ -54,3 +54,17 @@ def test_cuda_part_compiles_without_torch_headers():
 
     deps = parse_depfile(k.library_path.parent / "build-cuda" / "inline_cuda_kernels.cuda.o.d")
     assert deps and not [d for d in deps if "/torch/" in d]
+
+
+@pytest.mark.nvcc
+def test_a_cuda_function_handed_a_cpu_tensor_is_refused_by_name():
+    """A load_inline op over cuda= code, called on a CPU tensor: kwb's error names the op, the
+    argument, its device and the fix, before any host pointer reaches a CUDA launch."""
+    k = wb.load_inline("inline_cuda_only", cuda="__global__ void twice_kernel(float* x) {}\n"
+                       "void twice_launch(float* x, long n) { if (n) twice_kernel<<<1, 1>>>(x); }\n",
+                       cpp="void twice_launch(float* x, long n);\n"
+                           "at::Tensor twice(const at::Tensor& x, double scale) {\n"
+                           "  at::Tensor y = x * 2; twice_launch(y.mutable_data_ptr<float>(), 0); return y; }\n",
+                       functions=["twice"], device="cuda")
+    with pytest.raises(RuntimeError, match=r"twice: argument 0 is a tensor on cpu, but this op runs CUDA code .*x\.cuda\(\)"):
+        k.twice(torch.ones(3), 1.0)

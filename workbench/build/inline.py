@@ -238,8 +238,13 @@ def _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_incl
     if cpp is not None:
         folder = _part_folder(entry, "cpp", cpp, functions, cuda_includes_torch)
         folders.append(folder)
-        registration = "".join(f'  m.def("{f}", TORCH_FN({f}));\n' for f in functions)
         wrapper = f'{torch_prelude}#include "kwb_inline.h"\n#include "@USER@"\n'
+        if functions and cuda is not None:  # CUDA code: a CPU tensor is refused by name (kwb::CudaOnly)
+            wrapper += "".join(f'\nstatic constexpr char kwb_op_{f}[] = "{f}";\n'
+                               f"using kwb_cuda_only_{f} = kwb::CudaOnly<kwb_op_{f}, &{f}>;\n" for f in functions)
+            registration = "".join(f'  m.def("{f}", TORCH_FN(kwb_cuda_only_{f}::call));\n' for f in functions)
+        else:
+            registration = "".join(f'  m.def("{f}", TORCH_FN({f}));\n' for f in functions)
         if functions:
             wrapper += f"\nKWB_LIBRARY(m) {{\n{registration}}}\n"
         user, wrapped = _write_part(folder, f"{ident}.cpp", cpp, f"{ident}_bindings.cpp", wrapper)
