@@ -35,8 +35,8 @@ from ..build import device as devices
 from ..build import notices
 from . import launches, results, timing
 from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
-                    input_sets, kernel_and_device, new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
-                    tolerance_for)
+                    input_sets, kernel_and_device, new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes,
+                    select_ops, spec_of, tolerance_for)
 from .compare import compare, compare_with_eager
 from .spec import OpSpec, Tolerance, numel, upcast
 from .views import Rendered
@@ -120,8 +120,10 @@ class Session:
         drift = abs(again / self.ceiling - 1) if self.ceiling else 0.0
         timed = [r for r in rows if r.get("median_us") is not None]
         noisy = [r for r in timed if r.get("trust")]
-        verdict = "busy" if noisy or drift > 0.10 or (load_now or 0) > 0.5 else "quiet"
-        load = (f"load {self.load_before:.2f} -> {load_now:.2f} a core; " if self.load_before is not None and load_now is not None else "")
+        # the load average counts kwb's own process (half of a 2-core machine): shown, not judged
+        verdict = "busy" if noisy or drift > 0.10 else "quiet"
+        load = (f"load {self.load_before:.2f} -> {load_now:.2f} a core; "
+                if self.load_before is not None and load_now is not None else "")
         return (f"Machine {verdict}: {load}copy ceiling {self.ceiling / 1e9:.0f} GB/s at the start, {again / 1e9:.0f} at the end; "
                 f"{len(noisy)} of {len(timed)} timings not trusted (shown as noisy, left out of speedups and plots), "
                 f"{self.remeasured} measured twice.")
