@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import logging
 import math
 import time
 import types
@@ -158,6 +159,10 @@ def _compiled(fn: Callable) -> Callable:
     def compiled_reference(*args):
         return fn(*args)
 
+    if not torch.cuda.is_available():
+        # Inductor's CPU code imports torch.utils.cpp_extension, which warns on every run that
+        # the machine has no CUDA runtime: the point of a CPU run, not news
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     code = compiled_reference.__code__.replace()  # a new object: a new cache
     fresh = types.FunctionType(code, compiled_reference.__globals__, "compiled_reference", None, compiled_reference.__closure__)
     return torch.compile(fresh, fullgraph=True, dynamic=False)
