@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
+from typing import Callable
 
 import click
 from rich.console import Console
@@ -72,9 +73,14 @@ def _open(root, force: bool, deep: bool = False) -> api.Cache:
         raise click.UsageError(str(e)) from None
 
 
+# The names of the kernels kwb ships, for a did-you-mean on an unknown name; kwb's command sets
+# it (cache_tools does not import workbench).
+shipped_names: Callable[[], list[str]] = lambda: []
+
+
 def _find(cache: api.Cache, names) -> list[Entry]:
     try:
-        return api.find(cache, list(names))
+        return api.find(cache, list(names), shipped_names())
     except api.UnknownName as e:
         raise click.UsageError(str(e)) from None
 
@@ -307,7 +313,7 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
         raise click.UsageError("give names or --all, not both")
     c = _open(root, force)
     try:
-        outcome = api.clean(c, list(names), all_, dry_run)
+        outcome = api.clean(c, list(names), all_, dry_run, shipped_names())
     except api.UnknownName as e:
         raise click.UsageError(str(e)) from None
     _report(outcome, dry_run)

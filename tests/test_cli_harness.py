@@ -156,3 +156,31 @@ def test_bad_usage_exits_2_naming_the_option(tmp_path):
         res = kwb(*args, env=NO_GPU)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert message in res.stderr, (args, res.stderr)
+
+
+def test_an_unknown_kernel_name_exits_2_at_once_with_the_closest_name(tmp_path):
+    report = tmp_path / "report"
+    for args in (["run", "relu_scal", "--out", str(report)], ["build", "relu_scal"], ["check", "relu_scal"],
+                 ["bench", "relu_scal"], ["list", "relu_scal"]):
+        res = kwb(*args, env=NO_GPU, timeout=120)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "no kernel 'relu_scal'; did you mean relu_scale?" in res.stderr, (args, res.stderr)
+        assert "copy ceiling" not in res.stderr and "building" not in res.stderr, (args, res.stderr)
+    res = kwb("run", "nosuch", env=NO_GPU, timeout=120)
+    assert res.returncode == 2 and "no kernel 'nosuch'" in res.stderr and "did you mean" not in res.stderr
+    assert not report.exists()  # nothing written, not even the folder
+    for args in (["cache", "info", "relu_scal"], ["cache", "clean", "relu_scal"], ["cache", "info", "nosuch"]):
+        res = kwb(*args, "--root", str(tmp_path), "--force", env=NO_GPU, timeout=120)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "no entry named" in res.stderr and ("did you mean relu_scale?" in res.stderr) == ("relu_scal" in args)
+
+
+def test_a_folder_path_is_not_judged_as_a_kernel_name(tmp_path, monkeypatch):
+    from workbench.build.sources import unknown_name_error
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    assert unknown_name_error("relu_scale") is None
+    for path in ("mine", "./relu_scal", "~/relu_scal", "somewhere/relu_scal", str(tmp_path)):
+        assert unknown_name_error(path) is None, path
+    assert "did you mean relu_scale?" in unknown_name_error("relu_scal")

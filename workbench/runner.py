@@ -55,7 +55,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     from .build import device as devices
     from .build.parallel import load_all
-    from .build.sources import builtin_names
+    from .build.sources import builtin_names, unknown_name_error
     from .harness import benchmark as benching
     from .harness import correctness as checking
     from .report.folder import BuildRecord
@@ -63,6 +63,10 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     console = console or Console(stderr=True, highlight=False)
     names = list(names) if names else builtin_names()
+    for name in names:  # before any work: an unknown name is a usage error, not a failed build
+        why = unknown_name_error(name)
+        if why is not None:
+            raise ValueError(why)
     notice = ""
     why = devices.why_cpu() if device is None else None
     if why is not None:
