@@ -184,3 +184,39 @@ def test_a_folder_path_is_not_judged_as_a_kernel_name(tmp_path, monkeypatch):
     for path in ("mine", "./relu_scal", "~/relu_scal", "somewhere/relu_scal", str(tmp_path)):
         assert unknown_name_error(path) is None, path
     assert "did you mean relu_scale?" in unknown_name_error("relu_scal")
+
+
+def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path, monkeypatch):
+    import pytest
+    from types import SimpleNamespace
+
+    from workbench import runner
+    from workbench.build import parallel
+    from workbench.build.errors import KernelNotFoundError
+    from workbench.harness import benchmark
+    from workbench.report import folder as report_files
+
+    def failing_loads(message):
+        return lambda names, device=None, on_done=None: [parallel.Loaded(n, None, KernelNotFoundError(message), 0.0)
+                                                         for n in names]
+
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(parallel, "load_all", failing_loads("first run's error"))
+    first = runner.run(["relu_scale"], device="cpu", out=tmp_path)
+    folder = first.folder
+    assert first.index == folder / "index.md" and "first run's error" in (folder / "build.log").read_text()
+    [page] = (folder / "runs").glob("*.md")
+    assert page.read_text().replace("](../plots/", "](plots/") == first.index.read_text()
+    before = {name: (folder / name).read_bytes() for name in ("index.md", "build.log")}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(parallel, "load_all", failing_loads("second run's error"))
+    monkeypatch.setattr(report_files, "write_plots", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(["relu_scale"], device="cpu", out=tmp_path)
+    assert {name: (folder / name).read_bytes() for name in before} == before
+    assert list((folder / "runs").glob("*.md")) == [page]
+    with pytest.raises(ValueError, match="did you mean relu_scale"):
+        runner.run(["relu_scal"], device="cpu", out=tmp_path)
+    assert {name: (folder / name).read_bytes() for name in before} == before

@@ -154,11 +154,12 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         results.append(folder / "check_errors.csv", [{**r, **env_cols} for c in result.checks for r in c.error_histograms()])
     if result.bench_rows:
         results.append(folder / "bench.csv", result.bench_rows)
-    report_files.write_build_log(folder / "build.log", result.builds)
     plot_paths = report_files.write_plots(folder, env.run_id)
     command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
-    result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
-                                            plot_paths, session.ceiling / 1e9)
+    index = report_files.index_text(env, command, notice, result.builds, result.checks, result.bench_rows, plot_paths,
+                                    session.ceiling / 1e9)
+    # last: the earlier run's index.md and build.log stay until this one's are whole
+    result.index = report_files.write_report(folder, env.run_id, report_files.build_log_text(result.builds), index)
     result.seconds["report"] = time.monotonic() - clock
     if result.bench_rows:
         console.print(headline_table(result.bench_rows, title=f"Speed at each op's largest size ({env.title()}; "
