@@ -176,9 +176,13 @@ def resource_table(functions: list[FunctionResources], indent: int = 0) -> Table
     t = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0))
     if indent:
         t.add_column("", width=indent - 1)
-    for col in TABLE_COLUMNS:
-        t.add_column(col, justify="left" if col == "function" else "right")
-    for f, row in zip(functions, table_rows(functions)):
+    rows = table_rows(functions)
+    for col in TABLE_COLUMNS:  # a function's name is never cut: as wide as the longest, else folded
+        if col == "function":
+            t.add_column(col, no_wrap=True, overflow="fold", min_width=max([len(col), *(len(r[0]) for r in rows)]))
+        else:
+            t.add_column(col, justify="right", overflow="fold")
+    for f, row in zip(functions, rows):
         cells = [escape(c) for c in row]
         if f.spills:
             cells[3] = f"[red]{cells[3]}[/]"
@@ -246,8 +250,8 @@ def info_cmd(names, root, force, as_json) -> None:
             if e.ninja.get("nvcc"):
                 out.print(f"  nvcc     {escape(e.ninja['nvcc'])}")
         t = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("version", "device", "size", "built", "loaded", "state", "why"):
-            t.add_column(col, justify="right" if col == "size" else "left", overflow="fold" if col == "why" else None)
+        for col in ("version", "device", "size", "built", "loaded", "state", "why"):  # no cell cut with '…'
+            t.add_column(col, justify="right" if col == "size" else "left", overflow="fold", no_wrap=col == "version")
         for v in e.versions:
             t.add_row(escape(v.name), v.device or "-", human_bytes(v.size), ago(v.built, now), ago(v.loaded, now),
                       f"[{STATE_STYLE.get(v.state, '')}]{v.state}[/]", escape("; ".join(v.reasons[:2])))
@@ -272,7 +276,7 @@ def du_cmd(root, force, top, as_json) -> None:
         return
     t = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("tag", "entries", "versions", "size"):
-        t.add_column(col, justify="left" if col == "tag" else "right")
+        t.add_column(col, justify="left" if col == "tag" else "right", overflow="fold", no_wrap=col == "tag")
     for tag, v in sorted(d["tags"].items()):
         t.add_row(tag, str(v["entries"]), str(v["versions"]), human_bytes(v["bytes"]))
     if d["trash_bytes"]:
