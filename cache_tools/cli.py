@@ -29,6 +29,11 @@ STATE_STYLE = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "brok
                "stale lock": "red"}
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 entry', '2 entries'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def human_bytes(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -143,7 +148,7 @@ def list_cmd(root, force, as_json) -> None:
         counts[e.state] = counts.get(e.state, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: kv[0]))
     trash = f"; {human_bytes(c.trash_bytes)} left by an interrupted clean" if c.trash_bytes else ""
-    out.print(f"{len(c.entries)} entries, {human_bytes(c.size)} in {escape(str(c.root))}: {summary}{trash}")
+    out.print(f"{counted(len(c.entries), 'entry', 'entries')}, {human_bytes(c.size)} in {escape(str(c.root))}: {summary}{trash}")
 
 
 def _info_json(e: Entry) -> dict:
@@ -299,7 +304,7 @@ def _report(outcome: removal.Outcome, dry_run: bool) -> None:
     if outcome.trash_bytes:
         out.print(f"{verb} {human_bytes(outcome.trash_bytes)} left by an interrupted clean")
     n = len(outcome.removed)
-    out.print(f"{'would free' if dry_run else 'freed'} {human_bytes(outcome.freed)} ({n} {'item' if n == 1 else 'items'})"
+    out.print(f"{'would free' if dry_run else 'freed'} {human_bytes(outcome.freed)} ({counted(n, 'item')})"
               + (", nothing changed (dry run)" if dry_run else ""))
 
 
@@ -397,7 +402,7 @@ def verify_cmd(root, force, as_json) -> None:
                 label = f"{e.tag}/{e.name}" if e.tag else e.name
                 out.print(f"[yellow]stale[/] {escape(label)}: {escape('; '.join(e.reasons[:3]))}")
         stale = sum(e.state == "stale" for e in c.entries)
-        out.print(f"checked {len(c.entries)} entries: {len(broken)} broken, {stale} stale"
+        out.print(f"checked {counted(len(c.entries), 'entry', 'entries')}: {len(broken)} broken, {stale} stale"
                   + (" (`kwb cache prune --stale` removes those)" if stale else ""))
     if broken:
         sys.exit(1)

@@ -220,3 +220,30 @@ def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path,
     with pytest.raises(ValueError, match="did you mean relu_scale"):
         runner.run(["relu_scal"], device="cpu", out=tmp_path)
     assert {name: (folder / name).read_bytes() for name in before} == before
+
+
+def test_kwb_version_is_the_version_reports_record_and_one_is_singular(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from workbench import runner
+    from workbench.build import parallel
+    from workbench.build.errors import KernelNotFoundError
+    from workbench.harness import benchmark
+    from workbench.harness.results import kwb_version
+    from workbench.report.render import counted
+
+    code = "import sys; from workbench.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass\nassert 'torch' not in sys.modules"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"kwb {kwb_version()}"  # 0.1.0+<git describe> in a checkout, as bench.csv records it
+    assert [counted(n, "kernel") for n in (0, 1, 2)] == ["0 kernels", "1 kernel", "2 kernels"]
+    assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == "3 entries"
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(parallel, "load_all", lambda names, device=None, on_done=None:
+                        [parallel.Loaded(n, None, KernelNotFoundError("planted"), 0.0) for n in names])
+    console = Console(record=True, width=200)
+    runner.run(["relu_scale"], device="cpu", out=tmp_path, console=console)
+    text = console.export_text()
+    assert "kwb run: 1 kernel on" in text and "building 1 kernel (cpu)\n" in text, text

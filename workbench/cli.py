@@ -23,8 +23,19 @@ DEVICES = click.Choice(["cpu", "cuda"])
 from cache_tools.resources import functions_of  # noqa: E402  (no torch, no rich: cheap)
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """`kwb --version`: the version every report and CSV row records (0.1.0+<git describe>)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .harness.results import kwb_version
+
+    click.echo(f"kwb {kwb_version()}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="kwb")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version (as reports record it) and exit.")
 def main() -> None:
     """kwb: build, load and inspect JIT-compiled CUDA/C++ kernels for PyTorch.
 
@@ -284,7 +295,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     run, and the speedup over each baseline. Each provider is validated before it is timed."""
     from .harness import benchmark as benching
     from .harness.cases import kernel_and_device
-    from .report.render import bench_header, bench_table
+    from .report.render import bench_header, bench_table, counted
 
     _check_names(names)
     device, dtype_list = _run_device(device), parse_dtypes(dtypes)
@@ -299,7 +310,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
                                 graphs=not no_graphs, session=sessions[dev], backward=backward, launches=not no_launches)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
         if out_dir is not None:
-            out.print(f"appended {len(report.rows)} rows to {report.save(out_dir)}")
+            out.print(f"appended {counted(len(report.rows), 'row')} to {report.save(out_dir)}")
         return not report.failures
 
     _for_each_kernel(names, bench_one)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .harness import results
 from .harness.benchmark import kwb_failures
 from .report import folder as report_files
+from .report.render import counted
 
 CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
               "CUDA code is not compiled; `kwb build --all --device cuda` compiles it without a GPU. "
@@ -32,7 +33,7 @@ class RunResult:
     @property
     def failures(self) -> list[str]:
         out = [f"build of {b.name} failed" for b in self.builds if not b.ok]
-        out += [f"check of {c.target}: {len(c.failures)} cases failed" for c in self.checks if not c.passed]
+        out += [f"check of {c.target}: {counted(len(c.failures), 'case')} failed" for c in self.checks if not c.passed]
         out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in kwb_failures(self.bench_rows)]
         return out
 
@@ -80,7 +81,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     result = RunResult(folder)
     if notice:
         console.print(f"[bold yellow]{notice}[/]")
-    console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
+    console.print(f"kwb run: {counted(len(names), 'kernel')} on {env.title()}; report in {folder}")
 
     def report(loaded) -> None:
         if loaded.ok:
@@ -93,7 +94,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     started = process_seconds()
     if started is not None:  # the interpreter, import torch, the device and CUDA's start: before the builds
         result.seconds["start-up"] = started
-    console.print(f"building {len(names)} kernels ({device}), side by side")
+    console.print(f"building {counted(len(names), 'kernel')} ({device})" + (", side by side" if len(names) > 1 else ""))
     clock = time.monotonic()
     kernels = []
     for loaded in load_all(names, device=device, on_done=report):  # in the order named

@@ -20,7 +20,7 @@ from cache_tools.fsutil import atomic_write_text
 
 from ..harness import results
 from . import plots
-from .render import bench_markdown, check_markdown, headline_markdown
+from .render import bench_markdown, check_markdown, counted, headline_markdown
 
 
 @dataclass
@@ -88,7 +88,7 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
     for b in builds:
         build = ("built in %.1f s" % b.seconds if b.compiled else "cached") if b.ok else "**FAILED**"
         c = by_kernel.get(b.name)
-        check = "-" if c is None else (f"{len(c.cases)} cases pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
+        check = "-" if c is None else (f"{counted(len(c.cases), 'case')} pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
         timed = sum(1 for r in bench_rows if r["kernel"] == b.name and r.get("median_us") is not None)
         lines.append(f"| {b.name} | {build} | {check} | {timed} |")
     lines.append("")

@@ -14,6 +14,11 @@ def size_text(shape: str) -> str:
     return shape or "scalar"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 kernel', '2 kernels', '0 kernels'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _fmt(v, spec: str = ".3g", missing: str = "") -> str:
     return missing if v is None or v == "" else format(v, spec)
 
@@ -71,8 +76,8 @@ def failure_lines(report) -> list[str]:
 def check_header(report) -> str:
     total = len(report.cases)
     failed = len(report.failures)
-    verdict = "all passed" if report.passed else f"{failed} of {total} cases FAILED"
-    return (f"check {report.target} on {report.device}: {total} cases, {verdict} "
+    verdict = "all passed" if report.passed else f"{failed} of {counted(total, 'case')} FAILED"
+    return (f"check {report.target} on {report.device}: {counted(total, 'case')}, {verdict} "
             f"(seed {report.seed}: pass seed={report.seed} / --seed {report.seed} to repeat these inputs)")
 
 
