@@ -182,8 +182,8 @@ def resolve(name_or_path: str | Path) -> KernelSource:
         digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
         return from_folder(folder, ident=f"{identifier(folder.name)}-{digest}")
     known = ", ".join(builtin_names()) or "none"
-    raise KernelNotFoundError(f"no kernel {text!r}: not a folder, and not one of the shipped kernels{did_you_mean(text, builtin_names())} "
-                              f"({known})")
+    raise KernelNotFoundError(f"no kernel {text!r}: not a folder, and not one of the shipped kernels ({known})"
+                              f"{did_you_mean(text, builtin_names())}")
 
 
 def _is_source(path: Path) -> bool:
