@@ -44,25 +44,40 @@ def open_cache(root: str | Path | None = None, force: bool = False, deep: bool =
     return Cache(base, entries, sum(tree_size(t) for t in trash_folders(base)))
 
 
-def find(cache: Cache, names: list[str]) -> list[Entry]:
+def find(cache: Cache, names: list[str], shipped: list[str] = ()) -> list[Entry]:
     """Entries by name: a kernel or extension name ("relu_scale", "tiny"), an entry's ident
     ("tiny-1a2b3c4d"), a folder name ("kwb_relu_scale"), or tag/name ("py311_cu130/relu_scale");
-    every match (several folders or tags may hold one kernel)."""
+    every match (several folders or tags may hold one kernel). Every name is checked before
+    any is returned; an unknown one raises UnknownName with the closest entry name (or, failing
+    that, the closest of `shipped`, the kernels kwb ships)."""
     out: list[Entry] = []
     for name in names:
         tag, _, bare = name.rpartition("/")
         hits = [e for e in cache.entries if bare in (e.name, e.path.name, e.kernel) and (not tag or e.tag == tag)]
         if not hits:
-            known = ", ".join(sorted({e.name for e in cache.entries})) or "none"
-            raise UnknownName(f"no entry named {name!r} in {cache.root}; entries: {known}")
+            known = sorted({e.name for e in cache.entries})
+            raise UnknownName(f"no entry named {name!r} in {cache.root}{_did_you_mean(bare, cache.entries, shipped)}; "
+                              f"entries: {', '.join(known) or 'none'}")
         out += [e for e in hits if e not in out]
     return out
 
 
-def clean(cache: Cache, names: list[str] | None = None, all_: bool = False, dry_run: bool = False) -> removal.Outcome:
+def _did_you_mean(name: str, entries: list[Entry], shipped) -> str:
+    import difflib
+
+    present = sorted({n for e in entries for n in (e.name, e.kernel) if n})
+    close = difflib.get_close_matches(name, present, n=1)
+    if close:
+        return f"; did you mean {close[0]}?"
+    close = difflib.get_close_matches(name, list(shipped), n=1)
+    return f"; did you mean {close[0]}? (a kernel kwb ships, with no build here)" if close else ""
+
+
+def clean(cache: Cache, names: list[str] | None = None, all_: bool = False, dry_run: bool = False,
+          shipped: list[str] = ()) -> removal.Outcome:
     if not names and not all_:
         raise ValueError("name the entries to clean, or pass --all")
-    targets = cache.entries if all_ else find(cache, names or [])
+    targets = cache.entries if all_ else find(cache, names or [], shipped)
     return removal.execute(removal.plan_clean(targets), cache.root, dry_run)
 
 

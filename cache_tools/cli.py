@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
+from typing import Callable
 
 import click
 from rich.console import Console
@@ -26,6 +27,11 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 # a color per state: rich markup in info and verify, click.style in list
 STATE_STYLE = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "broken": "red", "building": "cyan",
                "stale lock": "red"}
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 entry', '2 entries'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def human_bytes(n: int) -> str:
@@ -72,9 +78,14 @@ def _open(root, force: bool, deep: bool = False) -> api.Cache:
         raise click.UsageError(str(e)) from None
 
 
+# The names of the kernels kwb ships, for a did-you-mean on an unknown name; kwb's command sets
+# it (cache_tools does not import workbench).
+shipped_names: Callable[[], list[str]] = lambda: []
+
+
 def _find(cache: api.Cache, names) -> list[Entry]:
     try:
-        return api.find(cache, list(names))
+        return api.find(cache, list(names), shipped_names())
     except api.UnknownName as e:
         raise click.UsageError(str(e)) from None
 
@@ -137,7 +148,7 @@ def list_cmd(root, force, as_json) -> None:
         counts[e.state] = counts.get(e.state, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: kv[0]))
     trash = f"; {human_bytes(c.trash_bytes)} left by an interrupted clean" if c.trash_bytes else ""
-    out.print(f"{len(c.entries)} entries, {human_bytes(c.size)} in {escape(str(c.root))}: {summary}{trash}")
+    out.print(f"{counted(len(c.entries), 'entry', 'entries')}, {human_bytes(c.size)} in {escape(str(c.root))}: {summary}{trash}")
 
 
 def _info_json(e: Entry) -> dict:
@@ -170,9 +181,13 @@ def resource_table(functions: list[FunctionResources], indent: int = 0) -> Table
     t = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0))
     if indent:
         t.add_column("", width=indent - 1)
-    for col in TABLE_COLUMNS:
-        t.add_column(col, justify="left" if col == "function" else "right")
-    for f, row in zip(functions, table_rows(functions)):
+    rows = table_rows(functions)
+    for col in TABLE_COLUMNS:  # a function's name is never cut: as wide as the longest, else folded
+        if col == "function":
+            t.add_column(col, no_wrap=True, overflow="fold", min_width=max([len(col), *(len(r[0]) for r in rows)]))
+        else:
+            t.add_column(col, justify="right", overflow="fold")
+    for f, row in zip(functions, rows):
         cells = [escape(c) for c in row]
         if f.spills:
             cells[3] = f"[red]{cells[3]}[/]"
@@ -240,8 +255,8 @@ def info_cmd(names, root, force, as_json) -> None:
             if e.ninja.get("nvcc"):
                 out.print(f"  nvcc     {escape(e.ninja['nvcc'])}")
         t = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("version", "device", "size", "built", "loaded", "state", "why"):
-            t.add_column(col, justify="right" if col == "size" else "left", overflow="fold" if col == "why" else None)
+        for col in ("version", "device", "size", "built", "loaded", "state", "why"):  # no cell cut with '…'
+            t.add_column(col, justify="right" if col == "size" else "left", overflow="fold", no_wrap=col == "version")
         for v in e.versions:
             t.add_row(escape(v.name), v.device or "-", human_bytes(v.size), ago(v.built, now), ago(v.loaded, now),
                       f"[{STATE_STYLE.get(v.state, '')}]{v.state}[/]", escape("; ".join(v.reasons[:2])))
@@ -266,7 +281,7 @@ def du_cmd(root, force, top, as_json) -> None:
         return
     t = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("tag", "entries", "versions", "size"):
-        t.add_column(col, justify="left" if col == "tag" else "right")
+        t.add_column(col, justify="left" if col == "tag" else "right", overflow="fold", no_wrap=col == "tag")
     for tag, v in sorted(d["tags"].items()):
         t.add_row(tag, str(v["entries"]), str(v["versions"]), human_bytes(v["bytes"]))
     if d["trash_bytes"]:
@@ -289,7 +304,7 @@ def _report(outcome: removal.Outcome, dry_run: bool) -> None:
     if outcome.trash_bytes:
         out.print(f"{verb} {human_bytes(outcome.trash_bytes)} left by an interrupted clean")
     n = len(outcome.removed)
-    out.print(f"{'would free' if dry_run else 'freed'} {human_bytes(outcome.freed)} ({n} {'item' if n == 1 else 'items'})"
+    out.print(f"{'would free' if dry_run else 'freed'} {human_bytes(outcome.freed)} ({counted(n, 'item')})"
               + (", nothing changed (dry run)" if dry_run else ""))
 
 
@@ -307,7 +322,7 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
         raise click.UsageError("give names or --all, not both")
     c = _open(root, force)
     try:
-        outcome = api.clean(c, list(names), all_, dry_run)
+        outcome = api.clean(c, list(names), all_, dry_run, shipped_names())
     except api.UnknownName as e:
         raise click.UsageError(str(e)) from None
     _report(outcome, dry_run)
@@ -387,7 +402,7 @@ def verify_cmd(root, force, as_json) -> None:
                 label = f"{e.tag}/{e.name}" if e.tag else e.name
                 out.print(f"[yellow]stale[/] {escape(label)}: {escape('; '.join(e.reasons[:3]))}")
         stale = sum(e.state == "stale" for e in c.entries)
-        out.print(f"checked {len(c.entries)} entries: {len(broken)} broken, {stale} stale"
+        out.print(f"checked {counted(len(c.entries), 'entry', 'entries')}: {len(broken)} broken, {stale} stale"
                   + (" (`kwb cache prune --stale` removes those)" if stale else ""))
     if broken:
         sys.exit(1)

@@ -85,11 +85,26 @@ class Manifest:
 
     @classmethod
     def read(cls, path: Path) -> "Manifest | None":
+        return cls.read_why(path)[0]
+
+    @classmethod
+    def read_why(cls, path: Path) -> "tuple[Manifest | None, str]":
+        """(the manifest, "") or (None, why the file is not one: "is not JSON", ...). A
+        manifest of another format is None with no reason: it is not damaged, only older."""
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            return None
-        return cls.from_dict(data)
+            text = Path(path).read_text()
+        except OSError as e:
+            return None, f"cannot be read ({e.strerror})"
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None, "is not JSON"
+        manifest = cls.from_dict(data)
+        if manifest is not None:
+            return manifest, ""
+        if isinstance(data, dict) and "format" in data and data["format"] != FORMAT:
+            return None, ""
+        return None, "is not a whole manifest (a field missing or of the wrong type)"
 
 
 _verified: set[tuple[str, int, int]] = set()

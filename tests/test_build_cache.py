@@ -202,7 +202,9 @@ def _damage(case: str, k, tmp_path) -> dict:
     """Damage the tiny kernel's cache as a crash, a bad copy or a user might; env for the load."""
     manifest, entry = k.build.manifest_path, k.library_path.parent
     data = json.loads(manifest.read_text())
-    if case == "manifest without key":
+    if case == "manifest not JSON":
+        manifest.write_text("{not json")
+    elif case == "manifest without key":
         del data["key"]
         manifest.write_text(json.dumps(data))
     elif case == "headers null":
@@ -230,6 +232,7 @@ def _damage(case: str, k, tmp_path) -> dict:
 
 
 @pytest.mark.parametrize("case, want", [
+    ("manifest not JSON", "rebuilt"),
     ("manifest without key", "rebuilt"),
     ("headers null", "rebuilt"),
     ("library names another file", "rebuilt"),
@@ -246,6 +249,10 @@ def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, t
     out = json.loads(res.stdout.strip().splitlines()[-1])
     if want == "rebuilt":
         assert out == {"compiled": True, "value": 1.0}, out
+        notices = [line for line in res.stderr.splitlines() if "building it again" in line]
+        assert len(notices) == 1, res.stderr  # one notice, naming what was wrong
+        assert {"manifest not JSON": "is not JSON", "manifest without key": "is not a whole manifest",
+                "headers null": "is not a whole manifest", "library names another file": "other.so"}[case] in notices[0]
     elif want == "loads":
         assert out.get("value") == 1.0, out
     else:

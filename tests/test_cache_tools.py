@@ -602,3 +602,19 @@ def test_the_kwb_cache_command_runs_without_importing_torch(cache):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert {e["kernel"] for e in json.loads(res.stdout)["entries"]} == {"tiny", "kwbinl", "tinl", "tplain"}
+
+
+def test_an_unknown_name_suggests_the_closest_entry_before_any_shipped_kernel(tmp_path):
+    from types import SimpleNamespace
+
+    entries = [SimpleNamespace(name=n, kernel=n, tag="py311_cu130", path=tmp_path / n) for n in ("tiny", "tplain")]
+    cache = api.Cache(tmp_path, entries, 0)
+    with pytest.raises(api.UnknownName, match=r"no entry named 'tinny' .*; did you mean tiny\?; entries: tiny, tplain"):
+        api.find(cache, ["tinny"], ["relu_scale"])
+    with pytest.raises(api.UnknownName, match=r"did you mean relu_scale\? \(a kernel kwb ships, with no build here\)"):
+        api.find(cache, ["relu_scal"], ["relu_scale"])
+    with pytest.raises(api.UnknownName) as e:
+        api.find(cache, ["zzz"], ["relu_scale"])
+    assert "did you mean" not in str(e.value)
+    with pytest.raises(api.UnknownName, match="did you mean tiny"):
+        api.clean(cache, ["tinny"], dry_run=True)

@@ -30,9 +30,9 @@ def test_build_then_list_shows_built_and_a_bare_build_is_a_usage_error():
     assert bare.returncode == 2 and "pass --all" in bare.stderr
 
 
-def test_build_of_an_unknown_kernel_fails_with_exit_1():
+def test_build_of_an_unknown_kernel_is_bad_usage_exit_2():
     res = kwb("build", "no_such_kernel")
-    assert res.returncode == 1 and "no kernel 'no_such_kernel'" in res.stderr
+    assert res.returncode == 2 and "no kernel 'no_such_kernel'" in res.stderr
 
 
 def test_doctor_reports_each_tool_with_a_status():

@@ -160,3 +160,94 @@ def test_bad_usage_exits_2_naming_the_option(tmp_path):
         res = kwb(*args, env=NO_GPU)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert message in res.stderr, (args, res.stderr)
+
+
+def test_an_unknown_kernel_name_exits_2_at_once_with_the_closest_name(tmp_path):
+    report = tmp_path / "report"
+    for args in (["run", "relu_scal", "--out", str(report)], ["build", "relu_scal"], ["check", "relu_scal"],
+                 ["bench", "relu_scal"], ["list", "relu_scal"]):
+        res = kwb(*args, env=NO_GPU, timeout=120)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "no kernel 'relu_scal'; did you mean relu_scale?" in res.stderr, (args, res.stderr)
+        assert "copy ceiling" not in res.stderr and "building" not in res.stderr, (args, res.stderr)
+    res = kwb("run", "nosuch", env=NO_GPU, timeout=120)
+    assert res.returncode == 2 and "no kernel 'nosuch'" in res.stderr and "did you mean" not in res.stderr
+    assert not report.exists()  # nothing written, not even the folder
+    for args in (["cache", "info", "relu_scal"], ["cache", "clean", "relu_scal"], ["cache", "info", "nosuch"]):
+        res = kwb(*args, "--root", str(tmp_path), "--force", env=NO_GPU, timeout=120)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "no entry named" in res.stderr and ("did you mean relu_scale?" in res.stderr) == ("relu_scal" in args)
+
+
+def test_a_folder_path_is_not_judged_as_a_kernel_name(tmp_path, monkeypatch):
+    from workbench.build.sources import unknown_name_error
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine").mkdir()
+    assert unknown_name_error("relu_scale") is None
+    for path in ("mine", "./relu_scal", "~/relu_scal", "somewhere/relu_scal", str(tmp_path)):
+        assert unknown_name_error(path) is None, path
+    assert "did you mean relu_scale?" in unknown_name_error("relu_scal")
+
+
+def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path, monkeypatch):
+    import pytest
+    from types import SimpleNamespace
+
+    from workbench import runner
+    from workbench.build import parallel
+    from workbench.build.errors import KernelNotFoundError
+    from workbench.harness import benchmark
+    from workbench.report import folder as report_files
+
+    def failing_loads(message):
+        return lambda names, device=None, on_done=None: [parallel.Loaded(n, None, KernelNotFoundError(message), 0.0)
+                                                         for n in names]
+
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(parallel, "load_all", failing_loads("first run's error"))
+    first = runner.run(["relu_scale"], device="cpu", out=tmp_path)
+    folder = first.folder
+    assert first.index == folder / "index.md" and "first run's error" in (folder / "build.log").read_text()
+    [page] = (folder / "runs").glob("*.md")
+    assert page.read_text().replace("](../plots/", "](plots/") == first.index.read_text()
+    before = {name: (folder / name).read_bytes() for name in ("index.md", "build.log")}
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(parallel, "load_all", failing_loads("second run's error"))
+    monkeypatch.setattr(report_files, "write_plots", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(["relu_scale"], device="cpu", out=tmp_path)
+    assert {name: (folder / name).read_bytes() for name in before} == before
+    assert list((folder / "runs").glob("*.md")) == [page]
+    with pytest.raises(ValueError, match="did you mean relu_scale"):
+        runner.run(["relu_scal"], device="cpu", out=tmp_path)
+    assert {name: (folder / name).read_bytes() for name in before} == before
+
+
+def test_kwb_version_is_the_version_reports_record_and_one_is_singular(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from workbench import runner
+    from workbench.build import parallel
+    from workbench.build.errors import KernelNotFoundError
+    from workbench.harness import benchmark
+    from workbench.harness.results import kwb_version
+    from workbench.report.render import counted
+
+    code = "import sys; from workbench.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass\nassert 'torch' not in sys.modules"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"kwb {kwb_version()}"  # 0.1.0+<git describe> in a checkout, as bench.csv records it
+    assert [counted(n, "kernel") for n in (0, 1, 2)] == ["0 kernels", "1 kernel", "2 kernels"]
+    assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == "3 entries"
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(parallel, "load_all", lambda names, device=None, on_done=None:
+                        [parallel.Loaded(n, None, KernelNotFoundError("planted"), 0.0) for n in names])
+    console = Console(record=True, width=200)
+    runner.run(["relu_scale"], device="cpu", out=tmp_path, console=console)
+    text = console.export_text()
+    assert "kwb run: 1 kernel on" in text and "building 1 kernel (cpu)\n" in text, text

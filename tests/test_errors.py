@@ -76,7 +76,7 @@ def test_without_nvcc_the_default_device_builds_the_cpu_implementation(monkeypat
 
 
 def test_unknown_kernel_and_bad_device_are_named():
-    with pytest.raises(wb.KernelNotFoundError, match=r"no kernel 'relu_scal'.*shipped kernels \(bias_gelu, layernorm, linear_gelu, lltm, polynomial_activation, relu_scale, rmsnorm, softmax, vector_add\)"):
+    with pytest.raises(wb.KernelNotFoundError, match=r"no kernel 'relu_scal'.*shipped kernels \(bias_gelu, layernorm, linear_gelu, lltm, polynomial_activation, relu_scale, rmsnorm, softmax, vector_add\); did you mean relu_scale\?"):
         wb.load("relu_scal")
     with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
         wb.load("relu_scale", device="gpu")

@@ -23,8 +23,19 @@ DEVICES = click.Choice(["cpu", "cuda"])
 from cache_tools.resources import functions_of  # noqa: E402  (no torch, no rich: cheap)
 
 
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """`kwb --version`: the version every report and CSV row records (0.1.0+<git describe>)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .harness.results import kwb_version
+
+    click.echo(f"kwb {kwb_version()}")
+    ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="kwb")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version (as reports record it) and exit.")
 def main() -> None:
     """kwb: build, load and inspect JIT-compiled CUDA/C++ kernels for PyTorch.
 
@@ -47,6 +58,17 @@ def _state(source, device: str) -> str:
     return "stale" if builder.latest_manifest(source, device, root) else "not built"
 
 
+def _check_names(names, hint: str = "NAMES") -> None:
+    """A usage error (exit 2), before any work, for a name that is neither a shipped kernel nor
+    a folder path, with the closest shipped name."""
+    from .build import sources
+
+    for name in names:
+        why = sources.unknown_name_error(name)
+        if why is not None:
+            raise click.BadParameter(why, param_hint=hint)
+
+
 def _default_device() -> str:
     from .build import device as devices
 
@@ -64,6 +86,7 @@ def list_cmd(folders: tuple[str, ...], device: str | None) -> None:
     from .build import sources
     from .build.errors import KernelNotFoundError
 
+    _check_names(folders, "FOLDERS")
     device = device or _default_device()
     where = "the folders given" if folders else f"kernels in {sources.kernels_dir()}"
     table = Table(title=f"{where} (state for {device})", title_justify="left")
@@ -95,6 +118,7 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
 
     if all_ and names:
         raise click.UsageError("give kernel names or --all, not both")
+    _check_names(names)
     if not all_ and not names:
         raise click.UsageError(f"name the kernels to build, or pass --all (kernels: {', '.join(sources.builtin_names())})")
     targets = sources.builtin_names() if all_ else list(names)
@@ -243,6 +267,7 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
     from .harness import correctness as checking
     from .report.render import print_check
 
+    _check_names(names)
     device, dtype_list = _run_device(device), parse_dtypes(dtypes)
 
     def check_one(name: str) -> bool:
@@ -270,8 +295,9 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     run, and the speedup over each baseline. Each provider is validated before it is timed."""
     from .harness import benchmark as benching
     from .harness.cases import kernel_and_device
-    from .report.render import bench_header, bench_table
+    from .report.render import bench_header, bench_table, counted
 
+    _check_names(names)
     device, dtype_list = _run_device(device), parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     sessions: dict = {}  # one timer and copy ceiling per device, measured once
@@ -284,7 +310,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
                                 graphs=not no_graphs, session=sessions[dev], backward=backward, launches=not no_launches)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
         if out_dir is not None:
-            out.print(f"appended {len(report.rows)} rows to {report.save(out_dir)}")
+            out.print(f"appended {counted(len(report.rows), 'row')} to {report.save(out_dir)}")
         return not report.failures
 
     _for_each_kernel(names, bench_one)
@@ -311,6 +337,7 @@ def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path,
     from .build.errors import KwbError
     from .runner import run as run_all
 
+    _check_names(names)
     dtype_list = parse_dtypes(dtypes)
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
@@ -346,9 +373,17 @@ def doctor() -> None:
 
 
 # `kwb cache ...` lives in cache_tools (no torch import: it answers in well under a second)
-from cache_tools.cli import cache as _cache_group  # noqa: E402
+import cache_tools.cli as _cache_cli  # noqa: E402
 
-main.add_command(_cache_group)
+
+def _shipped_names() -> list[str]:
+    from .build.sources import builtin_names
+
+    return builtin_names()
+
+
+_cache_cli.shipped_names = _shipped_names
+main.add_command(_cache_cli.cache)
 
 
 if __name__ == "__main__":

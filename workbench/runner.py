@@ -14,6 +14,7 @@ from pathlib import Path
 from .harness import results
 from .harness.benchmark import kwb_failures
 from .report import folder as report_files
+from .report.render import counted
 
 CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
               "CUDA code is not compiled; `kwb build --all --device cuda` compiles it without a GPU. "
@@ -32,7 +33,7 @@ class RunResult:
     @property
     def failures(self) -> list[str]:
         out = [f"build of {b.name} failed" for b in self.builds if not b.ok]
-        out += [f"check of {c.target}: {len(c.failures)} cases failed" for c in self.checks if not c.passed]
+        out += [f"check of {c.target}: {counted(len(c.failures), 'case')} failed" for c in self.checks if not c.passed]
         out += [f"{r['kernel']}.{r['op']} {r['dtype']} {r['shape']}: {r['status']}" for r in kwb_failures(self.bench_rows)]
         return out
 
@@ -55,7 +56,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     from .build import device as devices
     from .build.parallel import load_all
-    from .build.sources import builtin_names
+    from .build.sources import builtin_names, unknown_name_error
     from .harness import benchmark as benching
     from .harness import correctness as checking
     from .report.folder import BuildRecord
@@ -63,6 +64,10 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     console = console or Console(stderr=True, highlight=False)
     names = list(names) if names else builtin_names()
+    for name in names:  # before any work: an unknown name is a usage error, not a failed build
+        why = unknown_name_error(name)
+        if why is not None:
+            raise ValueError(why)
     notice = ""
     why = devices.why_cpu() if device is None else None
     if why is not None:
@@ -76,7 +81,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     result = RunResult(folder)
     if notice:
         console.print(f"[bold yellow]{notice}[/]")
-    console.print(f"kwb run: {len(names)} kernels on {env.title()}; report in {folder}")
+    console.print(f"kwb run: {counted(len(names), 'kernel')} on {env.title()}; report in {folder}")
 
     def report(loaded) -> None:
         if loaded.ok:
@@ -89,7 +94,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     started = process_seconds()
     if started is not None:  # the interpreter, import torch, the device and CUDA's start: before the builds
         result.seconds["start-up"] = started
-    console.print(f"building {len(names)} kernels ({device}), side by side")
+    console.print(f"building {counted(len(names), 'kernel')} ({device})" + (", side by side" if len(names) > 1 else ""))
     clock = time.monotonic()
     kernels = []
     for loaded in load_all(names, device=device, on_done=report):  # in the order named
@@ -153,11 +158,12 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         results.append(folder / "check_errors.csv", [{**r, **env_cols} for c in result.checks for r in c.error_histograms()])
     if result.bench_rows:
         results.append(folder / "bench.csv", result.bench_rows)
-    report_files.write_build_log(folder / "build.log", result.builds)
     plot_paths = report_files.write_plots(folder, env.run_id)
     command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
-    result.index = report_files.write_index(folder, env, command, notice, result.builds, result.checks, result.bench_rows,
-                                            plot_paths, session.ceiling / 1e9, quiet=quiet)
+    index = report_files.index_text(env, command, notice, result.builds, result.checks, result.bench_rows, plot_paths,
+                                    session.ceiling / 1e9, quiet=quiet)
+    # last: the earlier run's index.md and build.log stay until this one's are whole
+    result.index = report_files.write_report(folder, env.run_id, report_files.build_log_text(result.builds), index)
     result.seconds["report"] = time.monotonic() - clock
     if result.bench_rows:
         console.print(headline_table(result.bench_rows, title=f"Speed at each op's largest size ({env.title()}; "

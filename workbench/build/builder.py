@@ -172,8 +172,11 @@ def _base(source: KernelSource, config: BuildConfig) -> tuple[str, dict[str, str
 def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build | None:
     entry = layout.entry_dir(root, source.ident)
     base, _ = _base(source, config)
+    unreadable = []  # named only where no build loads instead: then this load builds past them
     for path in layout.manifests_for(entry, source.name, config.device, base):
-        manifest = Manifest.read(path)
+        manifest, why = Manifest.read_why(path)
+        if manifest is None and why:
+            unreadable.append((path, why))
         if manifest is None or manifest.base != base:
             continue
         if not unchanged(manifest.headers):
@@ -186,6 +189,9 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
             notices.once(f"damaged:{library}:{problem}", f"kwb: {source.name} ({config.device}): {problem}; building it again")
             continue
         return Build(source.name, config.device, base, manifest.key, library, path, manifest)
+    for path, why in unreadable:
+        notices.once(f"manifest:{path}:{why}", f"kwb: {source.name} ({config.device}): its manifest {path.name} {why}; "
+                                               "building it again")
     return None
 
 

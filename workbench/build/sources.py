@@ -143,12 +143,36 @@ class KernelSource:
         return names
 
 
+def looks_like_path(name_or_path: str | Path) -> bool:
+    """A folder path rather than a kernel's name: a Path, or text with '/' or starting with '.' or '~'."""
+    text = str(name_or_path)
+    return isinstance(name_or_path, Path) or "/" in text or text.startswith((".", "~"))
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """'; did you mean relu_scale?' for the closest of candidates, or '' where none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def unknown_name_error(name: str | Path) -> str | None:
+    """Why `name` names no kernel (with the closest shipped name), or None where it names a
+    shipped kernel or is a folder path (those are resolved, and judged, by resolve())."""
+    if looks_like_path(name) or Path(str(name)).expanduser().is_dir():
+        return None
+    names = builtin_names()
+    if str(name) in names:
+        return None
+    return f"no kernel {str(name)!r}{did_you_mean(str(name), names)} (shipped kernels: {', '.join(names) or 'none'})"
+
+
 def resolve(name_or_path: str | Path) -> KernelSource:
     """A shipped kernel by name, or a kernel or extension folder by path."""
     text = str(name_or_path)
     builtin = kernels_dir() / text
-    looks_like_path = isinstance(name_or_path, Path) or "/" in text or text.startswith(".") or text.startswith("~")
-    if not looks_like_path and builtin.is_dir() and _is_kernel_folder(builtin):
+    if not looks_like_path(name_or_path) and builtin.is_dir() and _is_kernel_folder(builtin):
         return from_folder(builtin, ident=identifier(text))
     folder = Path(text).expanduser()
     if folder.is_dir():
@@ -158,7 +182,8 @@ def resolve(name_or_path: str | Path) -> KernelSource:
         digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
         return from_folder(folder, ident=f"{identifier(folder.name)}-{digest}")
     known = ", ".join(builtin_names()) or "none"
-    raise KernelNotFoundError(f"no kernel {text!r}: not a folder, and not one of the shipped kernels ({known})")
+    raise KernelNotFoundError(f"no kernel {text!r}: not a folder, and not one of the shipped kernels ({known})"
+                              f"{did_you_mean(text, builtin_names())}")
 
 
 def _is_source(path: Path) -> bool:

@@ -6,6 +6,10 @@
       check.csv           every compared output       check_errors.csv   their error histograms
       build.log           this run's builds: compiler output, or where the cached build came from
       plots/*.png, *.svg  latency per kernel, % of the copy ceiling, speedup, check errors
+      runs/<run id>.md    each run's index.md, kept
+
+index.md and build.log are replaced only by a run that finished (write_report, at its end):
+a run stopped by bad usage, an error or Ctrl-C leaves the last complete report as it was.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from cache_tools.fsutil import atomic_write_text
 
 from ..harness import results
 from . import plots
-from .render import bench_markdown, check_markdown, headline_markdown
+from .render import bench_markdown, check_markdown, counted, headline_markdown
 
 
 @dataclass
@@ -32,6 +36,10 @@ class BuildRecord:
 
 
 def write_build_log(path: Path, builds: list[BuildRecord]) -> None:
+    atomic_write_text(path, build_log_text(builds))
+
+
+def build_log_text(builds: list[BuildRecord]) -> str:
     parts = []
     for b in builds:
         head = f"==== {b.name} ({b.device}): "
@@ -46,12 +54,29 @@ def write_build_log(path: Path, builds: list[BuildRecord]) -> None:
         except OSError:
             text = f"(the log {b.log_path} could not be read)"
         parts.append(head + f"built in {b.seconds:.1f} s: {b.library}\n{text}\n")
-    atomic_write_text(path, "\n".join(parts))
+    return "\n".join(parts)
 
 
 def write_index(folder: Path, env: results.Environment, command: str, notice: str, builds: list[BuildRecord],
                 checks: list, bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None,
                 quiet: str = "") -> Path:
+    path = folder / "index.md"
+    atomic_write_text(path, index_text(env, command, notice, builds, checks, bench_rows, plot_paths, ceiling_gbps, quiet))
+    return path
+
+
+def write_report(folder: Path, run_id: str, build_log: str, index: str) -> Path:
+    """A finished run's pages: runs/<run_id>.md, then build.log and index.md, each written
+    whole under a temporary name and renamed into place. Returns index.md's path."""
+    atomic_write_text(folder / "runs" / f"{run_id}.md", index.replace("](plots/", "](../plots/"))
+    atomic_write_text(folder / "build.log", build_log)
+    path = folder / "index.md"
+    atomic_write_text(path, index)
+    return path
+
+
+def index_text(env: results.Environment, command: str, notice: str, builds: list[BuildRecord], checks: list,
+               bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None, quiet: str = "") -> str:
     lines = [f"# kwb run: {env.device_name}", ""]
     if notice:
         lines += [f"> **{notice}**", ""]
@@ -66,7 +91,7 @@ def write_index(folder: Path, env: results.Environment, command: str, notice: st
     for b in builds:
         build = ("built in %.1f s" % b.seconds if b.compiled else "cached") if b.ok else "**FAILED**"
         c = by_kernel.get(b.name)
-        check = "-" if c is None else (f"{len(c.cases)} cases pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
+        check = "-" if c is None else (f"{counted(len(c.cases), 'case')} pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
         timed = sum(1 for r in bench_rows if r["kernel"] == b.name and r.get("median_us") is not None)
         lines.append(f"| {b.name} | {build} | {check} | {timed} |")
     lines.append("")
@@ -91,10 +116,9 @@ def write_index(folder: Path, env: results.Environment, command: str, notice: st
     if bench_rows:
         lines += ["## Every timing", "", bench_markdown(bench_rows), ""]
     lines += ["## Files", "", "- `bench.csv`, `check.csv`, `check_errors.csv`: every run appends; this run's rows carry its run id",
-              "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`", ""]
-    path = folder / "index.md"
-    atomic_write_text(path, "\n".join(lines))
-    return path
+              "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`",
+              "- `runs/<run id>.md`: each run's page (its plots are replaced by the next run's)", ""]
+    return "\n".join(lines)
 
 
 def write_plots(folder: Path, run_id: str) -> list[Path]:

@@ -14,8 +14,29 @@ def size_text(shape: str) -> str:
     return shape or "scalar"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 kernel', '2 kernels', '0 kernels'."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def _fmt(v, spec: str = ".3g", missing: str = "") -> str:
     return missing if v is None or v == "" else format(v, spec)
+
+
+NAME_COLUMNS = ("op",)
+
+
+def _add_columns(table, headers, body, justify) -> None:
+    """The columns of a rich table that never cuts a cell with '…': a name column is kept as
+    wide as its longest name (the others wrap instead), any other cell folds where it must."""
+    from rich.text import Text
+
+    for i, h in enumerate(headers):
+        if h in NAME_COLUMNS:
+            longest = max((Text.from_markup(cells[i]).cell_len for cells in body), default=0)
+            table.add_column(h, justify=justify(h), no_wrap=True, overflow="fold", min_width=max(longest, len(h)))
+        else:
+            table.add_column(h, justify=justify(h), overflow="fold")
 
 
 # ---- check -----------------------------------------------------------------------------------
@@ -62,8 +83,8 @@ def failure_lines(report) -> list[str]:
 def check_header(report) -> str:
     total = len(report.cases)
     failed = len(report.failures)
-    verdict = "all passed" if report.passed else f"{failed} of {total} cases FAILED"
-    return (f"check {report.target} on {report.device}: {total} cases, {verdict} "
+    verdict = "all passed" if report.passed else f"{failed} of {counted(total, 'case')} FAILED"
+    return (f"check {report.target} on {report.device}: {counted(total, 'case')}, {verdict} "
             f"(seed {report.seed}: pass seed={report.seed} / --seed {report.seed} to repeat these inputs)")
 
 
@@ -72,20 +93,22 @@ def check_table(report, verbose: bool = False):
 
     table = Table(title=check_header(report), title_justify="left")
     cols = ["op", "checked", "dtype", "shape" if verbose else "shapes", "max abs", "max rel", "rel L2", "tolerance", "result"]
-    for c in cols:
-        table.add_column(c, justify="right" if c.startswith(("max", "rel")) else "left")
+    body = []
     if verbose:
         for r in report.rows():
             tol = _tol_text(r) if r["atol"] != "" else ""
-            table.add_row(r["op"], r["what"], r["dtype"], size_text(r["shape"]), _fmt(r["max_abs"], ".2e"), _fmt(r["max_rel"], ".2e"),
-                          _fmt(r["rel_l2"], ".2e"), tol, "[green]pass[/]" if r["passed"] else "[red]FAIL[/]")
+            body.append([r["op"], r["what"], r["dtype"], size_text(r["shape"]), _fmt(r["max_abs"], ".2e"), _fmt(r["max_rel"], ".2e"),
+                         _fmt(r["rel_l2"], ".2e"), tol, "[green]pass[/]" if r["passed"] else "[red]FAIL[/]"])
     else:
         for g in check_groups(report):
             n, bad = len(g["shapes"]), len(g["failed"])
             result = f"[green]{n}/{n} pass[/]" if not bad else f"[red]{bad}/{n} FAIL[/]"
             shapes = ", ".join(size_text(s) for s in g["shapes"][:4]) + (f", ... ({n})" if n > 4 else "")
-            table.add_row(g["op"], g["what"], g["dtype"], shapes, f"{g['max_abs']:.2e}", f"{g['max_rel']:.2e}", _rel_l2_text(g),
-                          _tol_text(g), result)
+            body.append([g["op"], g["what"], g["dtype"], shapes, f"{g['max_abs']:.2e}", f"{g['max_rel']:.2e}", _rel_l2_text(g),
+                         _tol_text(g), result])
+    _add_columns(table, cols, body, lambda c: "right" if c.startswith(("max", "rel")) else "left")
+    for cells in body:
+        table.add_row(*cells)
     return table
 
 
@@ -170,12 +193,14 @@ def bench_table(rows: list[dict], title: str = ""):
 
     table = Table(title=title, title_justify="left")
     headers = _headers(rows)
-    for h in headers:
-        table.add_column(h, justify="left" if h in ("op", "dtype", "size", "provider", "method") else "right")
+    body = []
     for r in rows:
         cells = bench_cells(r, "× vendor" in headers, LAUNCH_HEADERS[0] in headers)
         if r["provider"] == "kwb":
             cells = [f"[bold]{c}[/]" for c in cells]
+        body.append(cells)
+    _add_columns(table, headers, body, lambda h: "left" if h in ("op", "dtype", "size", "provider", "method") else "right")
+    for cells in body:
         table.add_row(*cells)
     return table
 
@@ -240,8 +265,7 @@ def headline_table(rows: list[dict], title: str = ""):
 
     head, body = headline(rows)
     table = Table(title=title, title_justify="left")
-    for h in head:
-        table.add_column(h, justify="left" if h in ("op", "dtype", "size") else "right")
+    _add_columns(table, head, body, lambda h: "left" if h in ("op", "dtype", "size") else "right")
     for cells in body:
         table.add_row(*cells)
     return table
