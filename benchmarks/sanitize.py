@@ -179,7 +179,7 @@ def main(argv=None) -> int:
                "runs": [asdict(r) for r in runs]}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "sanitize.json").write_text(json.dumps(summary, indent=1) + "\n")
-    header = (f"# compute-sanitizer over every kernel's check cases\n\n{env.title()}; {summary['date']}; kwb "
+    header = (f"# compute-sanitizer over every kernel's check cases\n\n{env.title()}; kwb "
               f"{summary['commit'] or 'unknown'}. `python benchmarks/sanitize.py`: memcheck on every kernel, racecheck "
               f"where the CUDA source uses shared memory; forward and backward, {' and '.join(DTYPES)}.\n\n"
               f"Total: {summary['errors']} memcheck errors, {summary['hazards']} racecheck hazards, "
