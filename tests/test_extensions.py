@@ -221,6 +221,8 @@ def test_torchs_keyword_call_of_the_tutorial_names_its_first_parameter_name(tmp_
     (lambda: wb.load_inline("x", cpp="int f();", cpp_sources="int f();"), "not both"),
     (lambda: wb.load_inline("x", cpp="at::Tensor f(const at::Tensor& x);", functions=["f"], no_implicit_headers=True),
      "no_implicit_headers=True belongs to torch's form"),
+    (lambda: wb.load_inline("x", cpp="at::Tensor f(const at::Tensor& x);", functions=["f"], use_pch=True),
+     "use_pch=True belongs to torch's form"),
 ])
 def test_arguments_kwb_does_not_take_are_refused_by_name(call, message):
     with pytest.raises((ValueError, TypeError, wb.KernelNotFoundError), match=message):

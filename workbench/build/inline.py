@@ -134,7 +134,8 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         if cpp_sources is not None or cuda_sources is not None:
             raise ValueError("load_inline: give torch's cpp_sources=/cuda_sources= or kwb's cpp=/cuda=, not both")
         torch_only = {"with_pytorch_error_handling": (with_pytorch_error_handling, True), "no_implicit_headers": (no_implicit_headers, False),
-                      "is_python_module": (is_python_module, True), "gil_not_used": (gil_not_used, False)}
+                      "is_python_module": (is_python_module, True), "gil_not_used": (gil_not_used, False),
+                      "use_pch": (use_pch, False)}
         for arg, (value, default) in torch_only.items():
             if value != default:
                 raise ValueError(f"load_inline: {arg}={value!r} belongs to torch's form (cpp_sources=, cuda_sources=); "
