@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import environment, locks, removal, states
-from .entries import Entry, scan, trash_folders, tree_size
+from .entries import PCH_ORIGIN, Entry, scan, trash_folders, tree_size
 
 
 @dataclass
@@ -83,14 +83,15 @@ def clean(cache: Cache, names: list[str] | None = None, all_: bool = False, dry_
 
 def prune(cache: Cache, older_than: str | float | None = None, max_size: str | int | None = None,
           keep_latest: int | None = None, stale: bool = False, orphaned: bool = False,
-          dry_run: bool = False, now: float | None = None) -> removal.Outcome:
-    if older_than is None and max_size is None and keep_latest is None and not stale and not orphaned:
-        raise ValueError("say what to prune: --older-than, --max-size, --keep-latest, --stale or --orphaned")
+          dry_run: bool = False, now: float | None = None, pch: bool = False) -> removal.Outcome:
+    """pch: every precompiled header (kwb_pch-*/; a build that needs one compiles it again)."""
+    if older_than is None and max_size is None and keep_latest is None and not stale and not orphaned and not pch:
+        raise ValueError("say what to prune: --older-than, --max-size, --keep-latest, --stale, --orphaned or --pch")
     if keep_latest is not None and keep_latest < 1:
         raise ValueError(f"--keep-latest must be at least 1 (clean removes whole entries), got {keep_latest}")
     age = removal.parse_age(older_than) if isinstance(older_than, str) else older_than
     size = removal.parse_size(max_size) if isinstance(max_size, str) else max_size
-    plan = removal.plan_prune(cache.entries, age, size, keep_latest, stale, orphaned, now=now or time.time())
+    plan = removal.plan_prune(cache.entries, age, size, keep_latest, stale, orphaned, now=now or time.time(), pch=pch)
     return removal.execute(plan, cache.root, dry_run)
 
 
@@ -141,4 +142,6 @@ def du(cache: Cache, top: int = 10) -> dict:
         t["bytes"] += e.size
         t["versions"] += len(e.versions)
     largest = sorted(cache.entries, key=lambda e: e.size, reverse=True)[:top]
-    return {"root": str(cache.root), "bytes": cache.size, "trash_bytes": cache.trash_bytes, "tags": per_tag, "largest": largest}
+    headers = [e for e in cache.entries if e.origin == PCH_ORIGIN]  # counted in their tag's totals too
+    return {"root": str(cache.root), "bytes": cache.size, "trash_bytes": cache.trash_bytes, "tags": per_tag, "largest": largest,
+            "pch": {"entries": len(headers), "bytes": sum(e.size for e in headers)}}

@@ -284,6 +284,9 @@ def du_cmd(root, force, top, as_json) -> None:
         t.add_column(col, justify="left" if col == "tag" else "right", overflow="fold", no_wrap=col == "tag")
     for tag, v in sorted(d["tags"].items()):
         t.add_row(tag, str(v["entries"]), str(v["versions"]), human_bytes(v["bytes"]))
+    if d["pch"]["entries"]:
+        t.add_row("(of which precompiled headers)", str(d["pch"]["entries"]), str(d["pch"]["entries"]),
+                  human_bytes(d["pch"]["bytes"]))
     if d["trash_bytes"]:
         t.add_row("(interrupted cleans)", "", "", human_bytes(d["trash_bytes"]))
     t.add_row("[bold]total[/]", str(len(c.entries)), str(sum(len(e.versions) for e in c.entries)), f"[bold]{human_bytes(d['bytes'])}[/]")
@@ -336,14 +339,15 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
 @click.option("--keep-latest", type=int, default=None, help="Keep the N newest versions of each entry (per device).")
 @click.option("--stale", is_flag=True, help="Entries whose sources changed or that were built for another toolchain.")
 @click.option("--orphaned", is_flag=True, help="Entries whose sources are gone.")
+@click.option("--pch", is_flag=True, help="Every precompiled header (kwb_pch-*; compiled again when a build needs one).")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
 @root_options
-def prune_cmd(older_than, max_size, keep_latest, stale, orphaned, dry_run, root, force) -> None:
+def prune_cmd(older_than, max_size, keep_latest, stale, orphaned, pch, dry_run, root, force) -> None:
     """Remove what is old, stale, orphaned or over a size budget. Says what it removes and how
     much it frees; entries being built are left alone."""
     c = _open(root, force)
     try:
-        outcome = api.prune(c, older_than, max_size, keep_latest, stale, orphaned, dry_run)
+        outcome = api.prune(c, older_than, max_size, keep_latest, stale, orphaned, dry_run, pch=pch)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     _report(outcome, dry_run)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import layout
-from .entries import Entry, Version, is_entry_dir, trash_folders, tree_size
+from .entries import PCH_ORIGIN, Entry, Version, is_entry_dir, trash_folders, tree_size
 from .environment import TAG_RE
 from .fsutil import real_location, same_file
 from .locks import OpenFiles
@@ -311,15 +311,17 @@ def parse_size(text: str) -> int:
 
 def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: int | None = None,
                keep_latest: int | None = None, stale: bool = False, orphaned: bool = False,
-               now: float | None = None) -> list[Removal]:
-    """Whole entries selected by age or state, old versions beyond keep_latest, then the least
-    recently used entries until the rest fits in max_size."""
+               now: float | None = None, pch: bool = False) -> list[Removal]:
+    """Whole entries selected by age or state (pch: every precompiled header), old versions
+    beyond keep_latest, then the least recently used entries until the rest fits in max_size."""
     now = time.time() if now is None else now
     whole: dict[Path, Removal] = {}
     for e in entries:
         if e.state == "building":
             continue
-        if stale and e.state == "stale":
+        if pch and e.origin == PCH_ORIGIN:
+            whole[e.path] = Removal(e, None, e.size, "precompiled header (compiled again when a build needs it)")
+        elif stale and e.state == "stale":
             whole[e.path] = Removal(e, None, e.size, "stale: " + "; ".join(e.reasons[:2]))
         elif orphaned and e.state == "orphaned":
             whole[e.path] = Removal(e, None, e.size, "orphaned: " + "; ".join(e.reasons[:2]))

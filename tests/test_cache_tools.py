@@ -618,3 +618,40 @@ def test_an_unknown_name_suggests_the_closest_entry_before_any_shipped_kernel(tm
     assert "did you mean" not in str(e.value)
     with pytest.raises(api.UnknownName, match="did you mean tiny"):
         api.clean(cache, ["tinny"], dry_run=True)
+
+
+def _precompiled_header(root: Path, key: str, size: int, torch_version: str | None = None) -> Path:
+    """A kwb_pch-<key>/ entry as workbench/build/pch.py writes one (the .gch's bytes made up)."""
+    import torch
+
+    entry = root / f"{layout.ENTRY_PREFIX}{layout.PCH_IDENT_PREFIX}{key}"
+    entry.mkdir(parents=True)
+    (entry / layout.PCH_HEADER).write_text("#include <torch/extension.h>\n")
+    (entry / f"{layout.PCH_HEADER}.gch").write_bytes(b"\0" * size)
+    (entry / layout.PCH_RECORD).write_text(json.dumps({"cxx": "c++", "flags": [], "torch": torch_version or torch.__version__,
+                                                       "seconds": 30.0, "bytes": size, "built_at": time.time()}))
+    return entry
+
+
+def test_du_shows_the_precompiled_headers_and_prune_pch_drops_them(tmp_path):
+    root = tmp_path / "torch_extensions"
+    fresh = _precompiled_header(root, "0123456789abcdef", 3 * 2**20)
+    old_torch = _precompiled_header(root, "fedcba9876543210", 2**20, torch_version="1.0.0")
+    (root / "kwb_other-0000").mkdir()
+    (root / "kwb_other-0000" / "unrelated.txt").write_text("x" * 100)
+    res = CliRunner().invoke(cache_cli, ["du", "--json", "--root", str(root), "--force"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["pch"]["entries"] == 2 and d["pch"]["bytes"] >= 4 * 2**20, d["pch"]
+    res = CliRunner().invoke(cache_cli, ["du", "--root", str(root), "--force"])
+    assert res.exit_code == 0 and re.search(r"\(of which precompiled headers\)\s+2\s+2\s+4\.\d MiB", res.output), res.output
+
+    res = CliRunner().invoke(cache_cli, ["prune", "--stale", "--root", str(root), "--force"])  # built for another torch
+    assert res.exit_code == 0 and not old_torch.exists() and fresh.exists(), res.output
+    res = CliRunner().invoke(cache_cli, ["prune", "--pch", "--dry-run", "--root", str(root), "--force"])
+    assert res.exit_code == 0 and "would remove" in res.output and "precompiled header" in res.output and fresh.exists()
+    res = CliRunner().invoke(cache_cli, ["prune", "--pch", "--root", str(root), "--force"])
+    assert res.exit_code == 0 and re.search(r"freed 3\.\d MiB \(1 item\)", res.output), res.output
+    assert not fresh.exists() and (root / "kwb_other-0000").exists()
+    assert json.loads(CliRunner().invoke(cache_cli, ["du", "--json", "--root", str(root), "--force"]).output)["pch"] == \
+        {"entries": 0, "bytes": 0}

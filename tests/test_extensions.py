@@ -173,14 +173,40 @@ def test_load_inline_compile_errors_point_at_the_line_of_the_string():
 # ---- the signatures, and what kwb refuses ---------------------------------------------------------
 
 
+# Parameters a later torch adds, as it adds them (name, kind, default): kwb takes them on an
+# older torch too, after the older torch's own and before kwb's keyword-only ones.
+_LATER_TORCHS = {"load": [], "load_inline": [("gil_not_used", inspect.Parameter.POSITIONAL_OR_KEYWORD, False)]}
+
+
 @pytest.mark.parametrize("fn", ["load", "load_inline"])
 def test_the_signatures_are_torchs_in_torchs_order(fn):
+    """Every parameter of torch's, under torch's name, of torch's kind, with torch's default, in
+    torch's order; a parameter torch requires may have a default in kwb (load's sources: None
+    loads a kwb kernel or a folder; load_inline's cpp_sources: kwb's cpp=/cuda= form). After
+    them only the later torch's listed above, then keyword-only parameters of kwb's."""
     import torch.utils.cpp_extension as ce
 
-    theirs = list(inspect.signature(getattr(ce, fn)).parameters)
-    ours = list(inspect.signature(getattr(wb, fn)).parameters)
-    assert ours[0] in ("name", "name_or_path")
-    assert ours[1:len(theirs)] == theirs[1:], f"{fn}: torch's {theirs} against kwb's {ours}"
+    theirs = list(inspect.signature(getattr(ce, fn)).parameters.values())
+    ours = list(inspect.signature(getattr(wb, fn)).parameters.values())
+    assert len(ours) >= len(theirs), f"{fn}: kwb lacks {[p.name for p in theirs[len(ours):]]}"
+    for t, o in zip(theirs, ours):
+        assert (o.name, o.kind) == (t.name, t.kind), f"{fn}: torch's {t} where kwb has {o}"
+        if t.default is not inspect.Parameter.empty:
+            assert o.default == t.default and type(o.default) is type(t.default), f"{fn}: torch's {t}, kwb's {o}"
+    rest = ours[len(theirs):]
+    later = [spec for spec in _LATER_TORCHS[fn] if spec[0] not in {t.name for t in theirs}]
+    assert [(p.name, p.kind, p.default) for p in rest[:len(later)]] == later, f"{fn}: {rest}"
+    extra = [p for p in rest[len(later):] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert not extra, f"{fn}: kwb's own parameters must be keyword-only, got {extra}"
+
+
+def test_torchs_keyword_call_of_the_tutorial_names_its_first_parameter_name(tmp_path):
+    folder = copy_example("add_extension", tmp_path)
+    m = wb.load(name="add_by_keyword", sources=str(folder / "add.cpp"), extra_include_paths=[str(folder)],
+                build_directory=str(tmp_path / "build"))
+    assert m.module.__name__ == "add_by_keyword"
+    torch.testing.assert_close(m.add_fwd(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
+    assert wb.load(name="relu_scale").ops  # a kwb kernel, named by keyword
 
 
 @pytest.mark.parametrize("call,message", [
@@ -195,6 +221,8 @@ def test_the_signatures_are_torchs_in_torchs_order(fn):
     (lambda: wb.load_inline("x", cpp="int f();", cpp_sources="int f();"), "not both"),
     (lambda: wb.load_inline("x", cpp="at::Tensor f(const at::Tensor& x);", functions=["f"], no_implicit_headers=True),
      "no_implicit_headers=True belongs to torch's form"),
+    (lambda: wb.load_inline("x", cpp="at::Tensor f(const at::Tensor& x);", functions=["f"], use_pch=True),
+     "use_pch=True belongs to torch's form"),
 ])
 def test_arguments_kwb_does_not_take_are_refused_by_name(call, message):
     with pytest.raises((ValueError, TypeError, wb.KernelNotFoundError), match=message):

@@ -88,7 +88,7 @@ def _function_docs(functions) -> dict[str, str]:
 def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
                 extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
                 build_directory=None, verbose: bool = False, with_cuda=None, with_sycl=None, is_python_module: bool = True,
-                with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool | None = None,
+                with_pytorch_error_handling: bool = True, keep_intermediates: bool = True, use_pch: bool = False,
                 no_implicit_headers: bool = False, gil_not_used: bool = False, *, cuda: str | None = None,
                 cpp: str | None = None, device=None,
                 force: bool = False, cuda_includes_torch: bool = False,
@@ -101,10 +101,12 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
     functions (names, or {name: docstring}) bound in a pybind module, each wrapped in torch's
     error handling unless with_pytorch_error_handling=False; gil_not_used=True declares the
     module safe without the GIL (pybind11::mod_gil_not_used(), as torch 2.15's does). The
-    Kernel returned holds the module's functions (k.<name>, k.module). use_pch: None (kwb's
-    default) or True precompiles torch/extension.h once into kwb's cache (never into torch's
-    install, as torch's use_pch does) and compiles the C++ part against it; False compiles it
-    without.
+    Kernel returned holds the module's functions (k.<name>, k.module). use_pch: as torch's,
+    off by default; True precompiles torch/extension.h once into kwb's cache (never into
+    torch's install, as torch's use_pch does) and compiles the C++ part against it (a cell's
+    C++ edit then recompiles in a fraction of the time), False (torch's default) compiles it
+    without. Every parameter of torch's is here under its name, in its order, with its
+    default; cpp_sources may be left out for kwb's form.
     extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths, build_directory,
     verbose, with_cuda and is_python_module are as in kwb's load(); sycl_sources,
     extra_sycl_cflags and with_sycl are refused.
@@ -132,7 +134,8 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         if cpp_sources is not None or cuda_sources is not None:
             raise ValueError("load_inline: give torch's cpp_sources=/cuda_sources= or kwb's cpp=/cuda=, not both")
         torch_only = {"with_pytorch_error_handling": (with_pytorch_error_handling, True), "no_implicit_headers": (no_implicit_headers, False),
-                      "is_python_module": (is_python_module, True), "gil_not_used": (gil_not_used, False)}
+                      "is_python_module": (is_python_module, True), "gil_not_used": (gil_not_used, False),
+                      "use_pch": (use_pch, False)}
         for arg, (value, default) in torch_only.items():
             if value != default:
                 raise ValueError(f"load_inline: {arg}={value!r} belongs to torch's form (cpp_sources=, cuda_sources=); "
@@ -144,7 +147,8 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
                          "form) holding the functions to expose")
     return _load_torch_form(name, _texts(cpp_sources, "cpp_sources"), _texts(cuda_sources, "cuda_sources"),
                             _function_docs(functions), device, verbose, force, is_python_module, with_pytorch_error_handling,
-                            no_implicit_headers, use_pch, labels, includes, root, gil_not_used=gil_not_used, **flags)
+                            no_implicit_headers, use_pch is True, labels, includes, root, gil_not_used=gil_not_used,
+                            **flags)
 
 
 def _part_folder(entry: Path, kind: str, *content) -> Path:

@@ -86,17 +86,19 @@ def refuse_unsupported(what: str, **given) -> None:
             raise ValueError(f"{what}: {name}={value!r} is not supported: {reasons[name]}")
 
 
-def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None,
+def load(name: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None,
          extra_ldflags=None, extra_include_paths=None, build_directory=None, verbose: bool = False, with_cuda=None,
          with_sycl=None, is_python_module: bool = True, is_standalone: bool = False, keep_intermediates: bool = True, *,
          device=None, force: bool = False, use_pch: bool | None = None, jobs: int | None = None) -> Kernel:
     """Load a kernel or extension, building it first if its sources, headers, flags or toolchain
     changed. Takes what torch.utils.cpp_extension.load takes, in its order.
 
-    name_or_path: a kernel kwb ships ("relu_scale"), or a folder: a kwb kernel, a pybind
-        extension, a TORCH_LIBRARY extension, or a project laid out for setup.py (sources under
-        csrc/); with `sources`, the extension's name (its TORCH_EXTENSION_NAME) as in torch.
+    name: torch's first parameter, under torch's name. With `sources`, the extension's name (its
+        TORCH_EXTENSION_NAME) as in torch; without, a kernel kwb ships ("relu_scale") or a
+        folder (a str or a Path): a kwb kernel, a pybind extension, a TORCH_LIBRARY extension,
+        or a project laid out for setup.py (sources under csrc/).
     sources: C++ and CUDA files (a path or a list), compiled and bound however their text says.
+        torch requires it; kwb's default None loads `name` as a kernel or folder.
     extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths: as torch's.
     build_directory: the cache root this build goes under (default: TORCH_EXTENSIONS_DIR, else
         ~/.cache/torch_extensions/<py>_<cu>).
@@ -124,9 +126,9 @@ def load(name_or_path: str | Path, sources=None, extra_cflags=None, extra_cuda_c
     device = torch_device(with_cuda, device, "load")
     includes = flag_list(extra_include_paths, "extra_include_paths")
     if sources is not None:
-        source = from_files(str(name_or_path), [sources] if isinstance(sources, (str, Path)) else list(sources), includes)
+        source = from_files(str(name), [sources] if isinstance(sources, (str, Path)) else list(sources), includes)
     else:
-        source = resolve(name_or_path)
+        source = resolve(name)
         source.include_dirs += [Path(d).expanduser().resolve() for d in includes]
     if not is_python_module:
         source.python_module = False
