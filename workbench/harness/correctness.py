@@ -129,7 +129,8 @@ class CheckReport(Rendered):
 # ---- one case ---------------------------------------------------------------------------
 
 
-def _detached(args, dtype_fn=None) -> list:
+def _detached(args, dtype_fn=None, grad_inputs=()) -> list:
+    """The arguments detached (cast by dtype_fn), those at grad_inputs fresh leaves needing grad."""
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
@@ -137,6 +138,8 @@ def _detached(args, dtype_fn=None) -> list:
             if dtype_fn is not None:
                 a = dtype_fn(a)
         out.append(a)
+    for i in grad_inputs:
+        out[i] = out[i].clone().requires_grad_(True)
     return out
 
 
@@ -150,9 +153,7 @@ def run_case(case: Case) -> CaseResult:
     except Exception:  # e.g. a CPU op without half support: then dtypes are not checked
         expected = None
 
-    leaves = _detached(case.args)
-    for i in grad_inputs:
-        leaves[i] = leaves[i].clone().requires_grad_(True)
+    leaves = _detached(case.args, grad_inputs=grad_inputs)
     try:
         with poisoned_outputs(), torch.enable_grad() if grad_inputs else torch.no_grad():
             outs = as_list(case.fn(*leaves))
@@ -168,9 +169,7 @@ def run_case(case: Case) -> CaseResult:
         result.error = error_text(e)
         return result
 
-    up = _detached(case.args, dtype_fn=upcast)
-    for i in grad_inputs:
-        up[i] = up[i].clone().requires_grad_(True)
+    up = _detached(case.args, dtype_fn=upcast, grad_inputs=grad_inputs)
     try:
         with torch.enable_grad() if grad_inputs else torch.no_grad():
             refs = as_list(case.reference(*up))
@@ -214,9 +213,7 @@ def run_case(case: Case) -> CaseResult:
 def _eager_run(case: Case, g_out) -> list | None:
     """The reference run as written, at the case's own dtype (eager PyTorch): its outputs, then
     its gradients of g_out; None where it cannot run so (a CPU op without half support)."""
-    leaves = _detached(case.args)
-    for i in case.grad_inputs:
-        leaves[i] = leaves[i].clone().requires_grad_(True)
+    leaves = _detached(case.args, grad_inputs=case.grad_inputs)
     try:
         with torch.enable_grad() if g_out is not None else torch.no_grad():
             outs = as_list(case.reference(*leaves))

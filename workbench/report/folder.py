@@ -35,10 +35,6 @@ class BuildRecord:
     error: str = ""
 
 
-def write_build_log(path: Path, builds: list[BuildRecord]) -> None:
-    atomic_write_text(path, build_log_text(builds))
-
-
 def build_log_text(builds: list[BuildRecord]) -> str:
     parts = []
     for b in builds:
@@ -55,14 +51,6 @@ def build_log_text(builds: list[BuildRecord]) -> str:
             text = f"(the log {b.log_path} could not be read)"
         parts.append(head + f"built in {b.seconds:.1f} s: {b.library}\n{text}\n")
     return "\n".join(parts)
-
-
-def write_index(folder: Path, env: results.Environment, command: str, notice: str, builds: list[BuildRecord],
-                checks: list, bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None,
-                quiet: str = "") -> Path:
-    path = folder / "index.md"
-    atomic_write_text(path, index_text(env, command, notice, builds, checks, bench_rows, plot_paths, ceiling_gbps, quiet))
-    return path
 
 
 def write_report(folder: Path, run_id: str, build_log: str, index: str) -> Path:
