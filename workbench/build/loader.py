@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cache_tools import layout
 
 from . import builder, device as devices, notices
 from .cache_dir import cache_root
 from .errors import LoadError
-from .kernel import Kernel, load_library
 from .sources import KWB, KernelSource, from_files, resolve
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
 
 # Held while a load reads the toolchain and the cache and while it imports a library, not while
 # it compiles: threads loading different kernels compile side by side (build/parallel.py), and
@@ -34,6 +37,8 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
     for attempt in range(2):
         if build is None:
             build = builder.build(source, config, root, verbose=verbose, force=force and attempt == 0, jobs=jobs)
+        from .kernel import load_library  # imports torch: once the compile is done (build/torch_facts.py)
+
         with _process_lock:
             try:
                 kernel = load_library(source, build)

@@ -151,6 +151,11 @@ def max_jobs() -> int | None:
     return int(given)
 
 
+# Per thread: called once ninja is running (parallel.load_all waits for every build's compilers
+# to start before it imports torch in its own thread).
+launch_hooks = threading.local()
+
+
 def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, jobs: int | None = None) -> tuple[bool, str]:
     """Build; returns (ok, everything ninja and the compilers printed)."""
     atomic_write_text(build_dir / "build.ninja", render(plan))
@@ -166,6 +171,9 @@ def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, j
     if dry.returncode == 0:
         feedback.expect([line.split("] ", 1)[1] for line in dry.stdout.splitlines() if line.startswith("[") and "] " in line])
     proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
+    launched = getattr(launch_hooks, "callback", None)
+    if launched is not None:
+        launched()
     try:
         return _pump(proc, feedback)
     except BaseException:  # Ctrl-C or an error while reading: ninja must not outlive the lock

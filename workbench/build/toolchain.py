@@ -4,6 +4,11 @@ and the GPU architecture to target.
 Everything here is on the warm-load path, so it avoids importing torch.utils.cpp_extension
 (which pulls in setuptools) and caches compiler versions by the binary's path, size and mtime
 instead of running `--version` in every process.
+
+Nor does it import torch: torch's facts come from its files (torch_facts.py), so that
+`kwb build` starts its compilers first and imports torch while they run (import torch took
+3.6-6.0 s of a 16-22 s `kwb build --all` on the H100 hosts). Where torch is imported already,
+its own answers are used.
 """
 from __future__ import annotations
 
@@ -15,11 +20,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from cache_tools.tool_versions import file_ident, probe_once
 
-from . import notices
+from . import notices, torch_facts
 from .errors import ToolchainError
 
 DEFAULT_ARCH = "9.0"  # the H100, the GPU kwb is tuned and measured on
@@ -43,12 +46,13 @@ class TorchInfo:
 
 @functools.lru_cache(maxsize=None)
 def torch_info() -> TorchInfo:
-    base = Path(torch.__file__).resolve().parent
+    base = torch_facts.package_dir()
+    version = torch_facts.version_file(base)
     return TorchInfo(
-        version=torch.__version__,
-        cuda=torch.version.cuda,
-        git=getattr(torch.version, "git_version", ""),
-        cxx11_abi=bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)),
+        version=version["__version__"],
+        cuda=version.get("cuda"),
+        git=version.get("git_version") or "",
+        cxx11_abi=torch_facts.cxx11_abi(base),
         include_dirs=(str(base / "include"), str(base / "include" / "torch" / "csrc" / "api" / "include")),
         library_dir=str(base / "lib"),
     )
@@ -212,10 +216,13 @@ _CPU_CAPABILITY_FLAGS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_capability() -> str:
     """The instruction set torch's CPU kernels use here ("AVX512", "AVX2", "DEFAULT", ...):
-    torch.backends.cpu.get_cpu_capability(), which ATEN_CPU_CAPABILITY can lower."""
-    return str(torch.backends.cpu.get_cpu_capability())
+    torch.backends.cpu.get_cpu_capability(), which ATEN_CPU_CAPABILITY can lower; read by
+    torch's own rule from /proc/cpuinfo on x86-64 Linux, so it is the same answer with torch
+    imported or not (a build key must not depend on import order)."""
+    return torch_facts.cpu_capability()
 
 
 def cpu_capability_flags(capability: str | None = None) -> list[str]:
@@ -269,7 +276,12 @@ def cuda_unavailable_reason() -> str | None:
 
 
 def gpu_available() -> bool:
-    return torch_info().cuda is not None and torch.cuda.is_available()
+    if torch_info().cuda is None:
+        return False
+    torch = torch_facts.imported_torch()
+    if torch is not None:
+        return torch.cuda.is_available()
+    return torch_facts.driver_gpu_capability() is not None
 
 
 def _normalize_arch(text: str) -> list[str]:
@@ -294,7 +306,8 @@ def cuda_archs() -> tuple[str, ...]:
     if os.environ.get("KWB_CUDA_ARCH"):
         return tuple(_normalize_arch(os.environ["KWB_CUDA_ARCH"]))
     if gpu_available():
-        major, minor = torch.cuda.get_device_capability()
+        torch = torch_facts.imported_torch()
+        major, minor = torch.cuda.get_device_capability() if torch is not None else torch_facts.driver_gpu_capability()
         return (f"{major}.{minor}",)
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         return tuple(_normalize_arch(os.environ["TORCH_CUDA_ARCH_LIST"]))
@@ -319,6 +332,8 @@ def pybind11_abi_flags() -> tuple[str, ...]:
     """The pybind11 ABI torch was built with (-DPYBIND11_COMPILER_TYPE=... and kin), as
     torch.utils.cpp_extension passes them where torch records them (older torch; newer has none),
     so a module's pybind11 types are torch's."""
+    import torch  # recorded only in torch._C; torch-style builds import torch anyway to load
+
     flags = []
     for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
         value = getattr(torch._C, f"_PYBIND11_{name}", None)
