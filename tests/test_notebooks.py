@@ -33,11 +33,13 @@ def shown_text(nb) -> str:
     return "\n".join(parts)
 
 
-def test_there_is_a_workflow_notebook_and_one_per_kernel():
+def test_there_is_a_workflow_notebook_one_per_kernel_and_bring_your_own():
     import workbench as wb
 
     stems = [p.stem.split("_", 1)[1] for p in NOTEBOOKS]
-    assert stems[0] == "workflow" and sorted(stems[1:]) == sorted(wb.list_kernels())
+    assert stems[0] == "workflow" and stems[-1] == "bring_your_own"
+    assert sorted(stems[1:-1]) == sorted(wb.list_kernels())
+    assert not (ROOT / "notebooks" / "drafts").exists(), "every notebook is run and committed, none kept aside"
 
 
 @pytest.mark.slow
