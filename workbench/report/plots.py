@@ -3,13 +3,15 @@ figure can be redrawn from what the repository holds:
 
     rows = wb.results.read("benchmarks/results/nvidia-h100-80gb-hbm3/bench.csv")
     fig = plots.latency(rows, kernel="relu_scale")     # latency vs size, p20-p80 bands
-    fig = plots.pct_of_ceiling(rows)                   # % of the copy ceiling at one size
-    fig = plots.speedup(rows)                          # kwb over eager and over torch.compile
-    fig = plots.check_errors(report_or_rows)           # relative-error histogram per dtype
+    fig = plots.pct_of_ceiling(rows)                   # % of the copy ceiling at one size, a panel per kernel
+    fig = plots.speedup(rows)                          # kwb over eager and torch.compile, a panel per kernel
+    fig = plots.check_errors(report_or_rows)           # relative-error range per output and dtype, a panel per kernel
     plots.save(fig, "out/latency")                     # out/latency.png and out/latency.svg
 
 Figures are matplotlib Figure objects (no pyplot state): they display in a notebook, save
-anywhere, and need no display. Each title names the device and the versions.
+anywhere, and need no display. Each title names the device and the versions. Every figure
+reads without a legend hunt: rows are named on the axis, one short legend sits below the
+panels, and series that share a panel differ in colour and marker.
 """
 from __future__ import annotations
 
@@ -176,10 +178,18 @@ def _largest(rows):
 
 
 def _by_row(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
-    """Groups by `keys`, ordered by where each key's value first appears and then by size: one
-    op's dtypes and sizes sit on adjacent rows."""
-    seen = {k: list(OrderedDict.fromkeys(r[k] for r in rows)) for k in keys}
-    return _groups(sorted(rows, key=lambda r: tuple(seen[k].index(r[k]) for k in keys if k != "shape") + (r.get("numel") or 0,)), *keys)
+    """Groups by `keys`, each level in the order it first appears under its parent (a "shape"
+    level by size): one op's outputs, dtypes and sizes sit on adjacent rows."""
+    first: dict[tuple, int] = {}
+    for i, r in enumerate(rows):
+        for n in range(1, len(keys) + 1):
+            first.setdefault(tuple(r[k] for k in keys[:n]), i)
+
+    def order(r):
+        return tuple(r.get("numel") or 0 if keys[n - 1] == "shape" else first[tuple(r[k] for k in keys[:n])]
+                     for n in range(1, len(keys) + 1))
+
+    return _groups(sorted(rows, key=order), *keys)
 
 
 def _row_label(op: str, dtype: str, shape: str) -> str:
