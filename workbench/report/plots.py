@@ -88,7 +88,24 @@ def _figure_legend(fig: Figure, handles: list, labels: list[str]) -> None:
         return
     if len(handles) > MAX_LEGEND:
         raise ValueError(f"{len(handles)} legend entries: label those series on the axes instead")
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    # as many columns as fit the figure's width: an 8 pt entry takes ~0.07 in a character
+    # beside its 0.6 in of marker and padding
+    entry = 0.07 * max(len(label) for label in labels) + 0.6
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() // entry)))
+    # the legend's rows (~0.2 in at 8 pt) add to the figure rather than take from the panels
+    fig.set_figheight(fig.get_figheight() + 0.2 * math.ceil(len(handles) / ncol) + 0.1)
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+
+
+def _suptitle(fig: Figure, text: str) -> None:
+    """The figure's title, each line wrapped to the figure's width (a one-panel figure is
+    narrower than the device and versions line): 10 pt text averages ~0.085 in a character."""
+    import textwrap
+
+    width = max(20, int(fig.get_figwidth() / 0.085))
+    lines = [w for line in text.split("\n") for w in textwrap.wrap(line, width) or [""]]
+    fig.set_figheight(fig.get_figheight() + 0.17 * max(0, len(lines) - 2))  # lines past the two the sizes allow for
+    fig.suptitle("\n".join(lines), fontsize=10)
 
 
 def _unique_handles(axes) -> tuple[list, list[str]]:
@@ -158,13 +175,13 @@ def latency(rows: list[dict], kernel: str | None = None) -> Figure:
         ax.set_yscale("log")
         ax.set_title(f"{op}, {dtype}", fontsize=10)
         ax.set_xlabel("elements")
-        ax.set_ylabel("time per call (us), median, p20-p80 band")
+        ax.set_ylabel("time per call (us)")
         ax.grid(True, which="both", alpha=0.3)
     for ax in axes.flat:
         if not ax.has_data():
             ax.set_visible(False)
     _figure_legend(fig, *_unique_handles(axes.flat))
-    fig.suptitle(f"{kernel or 'kernels'}: latency (lower is faster)\n{env_title(rows)}", fontsize=10)
+    _suptitle(fig, f"{kernel or 'kernels'}: latency, median per call and its p20-p80 band (lower is faster)\n{env_title(rows)}")
     return fig
 
 
@@ -226,8 +243,8 @@ def pct_of_ceiling(rows: list[dict], numel: int | None = None) -> Figure:
         ax.set_xlim(0, top)
         ax.set_xlabel("% of the device-to-device copy ceiling", fontsize=8)
     _figure_legend(fig, *_unique_handles(axes.values()))
-    fig.suptitle(f"Bandwidth against the memory limit (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed), "
-                 f"each op's largest size\n{env_title(rows)}", fontsize=10)
+    _suptitle(fig, f"Bandwidth against the memory limit (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed), "
+                 f"each op's largest size\n{env_title(rows)}")
     return fig
 
 
@@ -259,7 +276,7 @@ def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
     for ax in axes[len(panels):]:
         fig.delaxes(ax)
     _figure_legend(fig, *_unique_handles(axes[:len(panels)]))
-    fig.suptitle(f"Bandwidth against size (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed)\n{env_title(rows)}", fontsize=10)
+    _suptitle(fig, f"Bandwidth against size (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed)\n{env_title(rows)}")
     return fig
 
 
@@ -302,7 +319,7 @@ def speedup(rows: list[dict]) -> Figure:
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("speedup of kwb (baseline time / kwb time; >1x: kwb faster)", fontsize=8)
     _figure_legend(fig, *_unique_handles(axes.values()))
-    fig.suptitle(f"kwb speedup\n{env_title(kwb)}", fontsize=10)
+    _suptitle(fig, f"kwb speedup\n{env_title(kwb)}")
     return fig
 
 
@@ -364,8 +381,8 @@ def check_errors(source) -> Figure:
     # dtypes first, then what the marks mean
     order = sorted(range(len(labels)), key=lambda i: labels[i] == "rtol")
     _figure_legend(fig, [handles[i] for i in order], [labels[i] for i in order])
-    fig.suptitle("Check: relative error against the float64 reference; thick: middle 90% of elements, thin: all, "
-                 f"dot: median\n{title}", fontsize=10)
+    _suptitle(fig, "Check: relative error against the float64 reference; thick: middle 90% of elements, thin: all, "
+                 f"dot: median\n{title}")
     return fig
 
 
