@@ -92,6 +92,7 @@ def _figure_legend(fig: Figure, handles: list, labels: list[str]) -> None:
     # beside its 0.6 in of marker and padding
     entry = 0.07 * max(len(label) for label in labels) + 0.6
     ncol = max(1, min(len(handles), int(fig.get_figwidth() // entry)))
+    ncol = math.ceil(len(handles) / math.ceil(len(handles) / ncol))  # rows filled evenly
     # the legend's rows (~0.2 in at 8 pt) add to the figure rather than take from the panels
     fig.set_figheight(fig.get_figheight() + 0.2 * math.ceil(len(handles) / ncol) + 0.1)
     fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
@@ -180,7 +181,11 @@ def latency(rows: list[dict], kernel: str | None = None) -> Figure:
     for ax in axes.flat:
         if not ax.has_data():
             ax.set_visible(False)
-    _figure_legend(fig, *_unique_handles(axes.flat))
+    handles, labels = _unique_handles(axes.flat)
+    # a provider's CUDA-graph entry under its own (the legend fills column by column)
+    providers = list(OrderedDict.fromkeys(label.removesuffix(" (CUDA graph)") for label in labels))
+    pairs = sorted(zip(handles, labels), key=lambda hl: (providers.index(hl[1].removesuffix(" (CUDA graph)")), hl[1]))
+    _figure_legend(fig, [h for h, _ in pairs], [label for _, label in pairs])
     _suptitle(fig, f"{kernel or 'kernels'}: latency, median per call and its p20-p80 band (lower is faster)\n{env_title(rows)}")
     return fig
 
