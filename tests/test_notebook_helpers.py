@@ -1,6 +1,7 @@
 """workbench.notebook (what the walkthroughs show beside kwb's reports) and the plot they add:
 memory traffic counted from the ops that run, source blocks cut at the right brace, the
-why-fuse table, bandwidth against size."""
+why-fuse table, bandwidth against size; and kwb's live displays, saved by a notebook run
+through nbclient as what they showed rather than a bare "Output()"."""
 from __future__ import annotations
 
 import pytest
