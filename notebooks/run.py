@@ -14,6 +14,7 @@ NAME.failed.ipynb (in place) so the committed outputs are never replaced by a br
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,7 +53,9 @@ def execute(path: Path, out: Path, failed_out: Path, timeout: int) -> float:
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}})
     start = time.perf_counter()
     try:
-        client.execute()
+        # no frontend draws widgets here: kwb's live displays would be saved as a bare
+        # "Output()", so its kernels print plain lines (workbench.build.feedback.live)
+        client.execute(env={**os.environ, "KWB_LIVE": "0"})
     except _failures():
         nbformat.write(nb, failed_out)
         raise

@@ -1,6 +1,7 @@
 """workbench.notebook (what the walkthroughs show beside kwb's reports) and the plot they add:
 memory traffic counted from the ops that run, source blocks cut at the right brace, the
-why-fuse table, bandwidth against size."""
+why-fuse table, bandwidth against size; and kwb's live displays, saved by a notebook run
+through nbclient as what they showed rather than a bare "Output()"."""
 from __future__ import annotations
 
 import pytest
@@ -95,3 +96,115 @@ def test_the_notebooks_device_is_where_kwb_builds():
     from workbench.build import device as devices
 
     assert nb.device() == devices.choose(None)
+
+
+# ---- live displays in a notebook nobody watches ---------------------------------------------
+
+# rich's live display in Jupyter is this widget; a kernel with no frontend to draw it saves the
+# widget's text form alone. Where ipywidgets is not installed, this stand-in shows the same.
+_WIDGETS_STUB = '''
+class Output:
+    def __init__(self, **kwargs):
+        pass
+    def __repr__(self):
+        return "Output()"
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return False
+    def clear_output(self, wait=False):
+        pass
+    def close(self):
+        pass
+'''
+
+_LIVE_CELLS = [
+    # one build, past the second after which it shows what compiles
+    "from rich.console import Console\n"
+    "from workbench import runner\n"
+    "from workbench.build import feedback\n"
+    "fb = feedback.BuildFeedback('demo_kernel')\n"
+    "fb.start -= 5\n"
+    "fb.line('[1/2] CXX demo.cpp')\n"
+    "fb.done(True)",
+    # builds side by side, on the board
+    "with feedback.BuildBoard('kernels', total=1) as board:\n"
+    "    fb = feedback.BuildFeedback('demo_board')\n"
+    "    fb.start -= 5\n"
+    "    fb.tick()\n"
+    "    fb.done(True)\n"
+    "    board.one_done()",
+    # kwb run's progress bars
+    "with runner._progress(Console(stderr=True, highlight=False)) as progress:\n"
+    "    task = progress.add_task('checking demo_kernel', total=3)\n"
+    "    for _ in range(3):\n"
+    "        progress.advance(task)",
+]
+
+
+@pytest.mark.timeout(300)
+def test_a_notebook_run_by_nbclient_saves_what_live_displays_showed(tmp_path):
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    paths = [str(Path(__file__).resolve().parents[1])]  # this checkout's workbench
+    if importlib.util.find_spec("ipywidgets") is None:
+        (tmp_path / "ipywidgets").mkdir()
+        (tmp_path / "ipywidgets" / "__init__.py").write_text(_WIDGETS_STUB)
+        paths.insert(0, str(tmp_path))
+    # as nbclient starts a kernel from a shell: nothing says a frontend draws widgets
+    env = {k: v for k, v in os.environ.items() if k not in ("KWB_LIVE", "JPY_SESSION_NAME", "VSCODE_PID")}
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env["PYTHONPATH"]] if env.get("PYTHONPATH") else paths)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in _LIVE_CELLS])
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
+
+    outputs = [o for cell in nb.cells for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"], [o.get("traceback") for o in outputs]
+    texts = [o.get("text", "") for o in outputs] + [str(v) for o in outputs for k, v in o.get("data", {}).items() if k.startswith("text/")]
+    assert not [t for t in texts if t.strip() == "Output()"], "a live display was saved as its bare placeholder"
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    shown = "\n".join(texts)
+    for what in ("kwb: built demo_kernel in", "kwb: built demo_board in", "checking demo_kernel", "3/3"):
+        assert what in shown, f"{what!r} is not in the saved outputs:\n{shown}"
+
+
+class _Console:
+    is_terminal = False
+    is_jupyter = True
+
+
+@pytest.mark.parametrize("env, expected", [({}, False), ({"JPY_SESSION_NAME": "nb.ipynb"}, True), ({"VSCODE_PID": "1"}, True),
+                                           ({"KWB_LIVE": "1"}, True), ({"KWB_LIVE": "0", "JPY_SESSION_NAME": "nb.ipynb"}, False)])
+def test_a_jupyter_kernel_draws_live_only_where_a_frontend_draws_widgets(monkeypatch, env, expected):
+    from workbench.build import feedback
+
+    for name in ("KWB_LIVE", "JPY_SESSION_NAME", "VSCODE_PID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(feedback, "_widgets_installed", lambda: True)
+    assert feedback.live(_Console()) is expected
+    monkeypatch.setattr(feedback, "_widgets_installed", lambda: False)  # rich would warn and draw nothing
+    assert feedback.live(_Console()) is False
+
+
+@pytest.mark.timeout(300)
+def test_notebooks_run_py_tells_its_kernels_no_frontend_draws_widgets(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    spec = importlib.util.spec_from_file_location("notebooks_run", Path(__file__).resolve().parents[1] / "notebooks" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os; print(os.environ.get('KWB_LIVE'))")]), path)
+    run.execute(path, tmp_path / "out.ipynb", tmp_path / "failed.ipynb", timeout=120)
+    (cell,) = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+    assert cell.outputs[0]["text"].strip() == "0"

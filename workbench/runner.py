@@ -6,6 +6,7 @@ when a build or a check failed (or the kernel's own output was wrong at a timed 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -38,11 +39,21 @@ class RunResult:
         return out
 
 
+@contextlib.contextmanager
 def _progress(console):
+    """rich progress bars, live where the console can redraw them (feedback.live); elsewhere
+    (a log, a notebook run by nbclient) the finished bars print once, as plain output."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
+    from .build import feedback
+
+    shown_live = feedback.live(console)
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=False, disable=not shown_live)
+    with progress:
+        yield progress
+    if not shown_live and progress.tasks:
+        console.print(progress.get_renderable())
 
 
 def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,

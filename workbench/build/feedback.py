@@ -1,7 +1,8 @@
 """What a build shows while it runs.
 
 Cache hits print nothing. A build that passes about a second shows what compiles and the
-elapsed time (a live line on a terminal or in Jupyter, one plain line in a log), then a summary
+elapsed time (a live line on a terminal or in Jupyter, one plain line in a log or a notebook
+run by nbclient: see live()), then a summary
 line; verbose=True also echoes every command. Builds running side by side (build/parallel.py)
 share one BuildBoard: a live row per build in progress under a line that counts them, since a
 terminal holds one live display at a time.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 import time
@@ -32,12 +34,28 @@ def console():
 
 
 @functools.cache
-def _live_in_jupyter() -> bool:
-    """rich's live line in Jupyter needs ipywidgets; without it rich warns ("install
-    ipywidgets") and draws nothing, so a notebook gets the plain line instead."""
+def _widgets_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("ipywidgets") is not None
+
+
+def live(c) -> bool:
+    """Whether console `c` can hold a live display (a spinner, progress bars redrawn in place):
+    a terminal, or a Jupyter frontend that draws widgets. rich's live display in Jupyter is an
+    ipywidgets Output; a kernel with no frontend to draw it (nbclient: notebooks/run.py, CI)
+    saves only its placeholder, the bare text "Output()", and the content is lost. There (and
+    where ipywidgets is missing, when rich warns and draws nothing) each display prints plain
+    lines instead. KWB_LIVE=0 or 1 decides it for a Jupyter kernel; by default a kernel is live
+    where a Jupyter server (JupyterLab, Notebook 7: JPY_SESSION_NAME) or VS Code started it."""
+    if c.is_terminal:
+        return True
+    if not c.is_jupyter or not _widgets_installed():
+        return False
+    setting = os.environ.get("KWB_LIVE", "").strip().lower()
+    if setting:
+        return setting not in ("0", "no", "false", "off")
+    return bool(os.environ.get("JPY_SESSION_NAME") or os.environ.get("VSCODE_PID"))
 
 
 class BuildFeedback:
@@ -94,7 +112,7 @@ class BuildFeedback:
             return
         c = console()
         text = f"kwb: building {self.what}: {self.current} ({self.elapsed:.1f} s)"
-        if c.is_terminal or (c.is_jupyter and _live_in_jupyter()):
+        if live(c):
             if self._status is None:
                 self._status = c.status(text, spinner="dots")
                 self._status.start()
@@ -135,7 +153,7 @@ class BuildBoard:
     def __enter__(self) -> "BuildBoard":
         global _board
         c = console()
-        if c.is_terminal or (c.is_jupyter and _live_in_jupyter()):
+        if live(c):
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),

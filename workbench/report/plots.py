@@ -3,13 +3,15 @@ figure can be redrawn from what the repository holds:
 
     rows = wb.results.read("benchmarks/results/nvidia-h100-80gb-hbm3/bench.csv")
     fig = plots.latency(rows, kernel="relu_scale")     # latency vs size, p20-p80 bands
-    fig = plots.pct_of_ceiling(rows)                   # % of the copy ceiling at one size
-    fig = plots.speedup(rows)                          # kwb over eager and over torch.compile
-    fig = plots.check_errors(report_or_rows)           # relative-error histogram per dtype
+    fig = plots.pct_of_ceiling(rows)                   # % of the copy ceiling at one size, a panel per kernel
+    fig = plots.speedup(rows)                          # kwb over eager and torch.compile, a panel per kernel
+    fig = plots.check_errors(report_or_rows)           # relative-error range per output and dtype, a panel per kernel
     plots.save(fig, "out/latency")                     # out/latency.png and out/latency.svg
 
 Figures are matplotlib Figure objects (no pyplot state): they display in a notebook, save
-anywhere, and need no display. Each title names the device and the versions.
+anywhere, and need no display. Each title names the device and the versions. Every figure
+reads without a legend hunt: rows are named on the axis, one short legend sits below the
+panels, and series that share a panel differ in colour and marker.
 """
 from __future__ import annotations
 
@@ -22,9 +24,16 @@ from matplotlib.figure import Figure
 from ..harness.compare import histogram_edges
 from .render import size_text
 
-PROVIDER_STYLE = {"kwb": dict(color="#d62728", lw=2.2), "eager": dict(color="#1f77b4"), "torch.compile": dict(color="#2ca02c")}
-OTHER_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+PROVIDER_STYLE = {"kwb": dict(color="#d62728", marker="D"), "eager": dict(color="#1f77b4", marker="o"),
+                  "torch.compile": dict(color="#2ca02c", marker="s")}
+OTHER_STYLES = [dict(color=c, marker=m) for c, m in zip(["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
+                                                        ["^", "v", "P", "X", "h", "*"])]
 DTYPE_COLORS = {"float32": "#1f77b4", "float64": "#9467bd", "float16": "#ff7f0e", "bfloat16": "#2ca02c"}
+# A legend longer than this hides what it explains; every figure's legends stay within it.
+MAX_LEGEND = 8
+# A labelled row (7.5 pt tick text is ~0.1 in) with room between rows, and a panel's title,
+# x ticks and x label (~0.9 in at 10/8/8 pt).
+ROW_IN, PANEL_IN = 0.2, 0.9
 
 
 def _style(provider: str, order: list[str]) -> dict:
@@ -32,7 +41,7 @@ def _style(provider: str, order: list[str]) -> dict:
         return dict(PROVIDER_STYLE[provider])
     if provider not in order:
         order.append(provider)
-    return dict(color=OTHER_COLORS[order.index(provider) % len(OTHER_COLORS)])
+    return dict(OTHER_STYLES[order.index(provider) % len(OTHER_STYLES)])
 
 
 def env_title(rows: list[dict]) -> str:
@@ -71,6 +80,74 @@ def _groups(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
     return out
 
 
+def _figure_legend(fig: Figure, handles: list, labels: list[str]) -> None:
+    """One legend for the whole figure, below the panels, outside every one of them (a legend
+    inside a panel covered its lines; one as long as the series list collapsed the layout; one
+    above the panels ran into the suptitle)."""
+    if not handles:
+        return
+    if len(handles) > MAX_LEGEND:
+        raise ValueError(f"{len(handles)} legend entries: label those series on the axes instead")
+    # as many columns as fit the figure's width: an 8 pt entry takes ~0.07 in a character
+    # beside its 0.6 in of marker and padding
+    entry = 0.07 * max(len(label) for label in labels) + 0.6
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() // entry)))
+    ncol = math.ceil(len(handles) / math.ceil(len(handles) / ncol))  # rows filled evenly
+    # the legend's rows (~0.2 in at 8 pt) add to the figure rather than take from the panels
+    fig.set_figheight(fig.get_figheight() + 0.2 * math.ceil(len(handles) / ncol) + 0.1)
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
+
+
+def _suptitle(fig: Figure, text: str) -> None:
+    """The figure's title, each line wrapped to the figure's width (a one-panel figure is
+    narrower than the device and versions line): 10 pt text averages ~0.085 in a character."""
+    import textwrap
+
+    width = max(20, int(fig.get_figwidth() / 0.085))
+    lines = [w for line in text.split("\n") for w in textwrap.wrap(line, width) or [""]]
+    fig.set_figheight(fig.get_figheight() + 0.17 * max(0, len(lines) - 2))  # lines past the two the sizes allow for
+    fig.suptitle("\n".join(lines), fontsize=10)
+
+
+def _unique_handles(axes) -> tuple[list, list[str]]:
+    seen: "OrderedDict[str, object]" = OrderedDict()
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, h)
+    return list(seen.values()), list(seen)
+
+
+def _kernel_grid(rows_per_kernel: "OrderedDict[str, list[str]]", panel_in: float):
+    """One panel per kernel, two to a line, each with its rows labelled on the y axis (row i at
+    y=i, top down). Panels side by side share a row pitch, so a row reads across both."""
+    kernels = list(rows_per_kernel)
+    ncols = 1 if len(kernels) == 1 else 2
+    lines = [kernels[i:i + ncols] for i in range(0, len(kernels), ncols)]
+    heights = [max(len(rows_per_kernel[k]) for k in line) for line in lines]
+    fig = Figure(figsize=(panel_in * ncols, sum(h * ROW_IN + PANEL_IN for h in heights) + 0.9), layout="constrained")
+    grid = fig.add_gridspec(len(lines), ncols, height_ratios=heights)
+    axes = OrderedDict()
+    for i, kern in enumerate(kernels):
+        ax = fig.add_subplot(grid[i // ncols, i % ncols])
+        labels = rows_per_kernel[kern]
+        ax.set_yticks(range(len(labels)), labels, fontsize=7.5)
+        ax.set_ylim(heights[i // ncols] - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_title(kern, fontsize=10, loc="left", fontweight="bold")
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+        for y in range(len(labels)):  # a faint band on every other row guides the eye along it
+            if y % 2:
+                ax.axhspan(y - 0.5, y + 0.5, color="0.94", lw=0, zorder=0)
+        axes[kern] = ax
+    return fig, axes
+
+
+def _dodge(j: int, n: int) -> float:
+    """Vertical offset of the j-th of n markers on one row: equal values stay visible side by side."""
+    return (j - (n - 1) / 2) * min(0.22, 0.6 / max(n, 1))
+
+
 def latency(rows: list[dict], kernel: str | None = None) -> Figure:
     """Median time per call against size, one panel per (op, dtype), a line per provider with
     its p20-p80 band; CUDA-graph timings dashed."""
@@ -82,7 +159,7 @@ def latency(rows: list[dict], kernel: str | None = None) -> Figure:
         raise ValueError(f"no timed rows{' for kernel ' + repr(kernel) if kernel else ''} to plot")
     dtypes = list(OrderedDict.fromkeys(k[2] for k in panels))
     ops = list(OrderedDict.fromkeys(k[:2] for k in panels))
-    fig = Figure(figsize=(4.6 * len(dtypes), 3.6 * len(ops) + 0.6), layout="constrained")
+    fig = Figure(figsize=(4.6 * len(dtypes), 3.4 * len(ops) + 1.0), layout="constrained")
     axes = fig.subplots(len(ops), len(dtypes), squeeze=False)
     order: list[str] = []
     for (kern, op, dtype), prow in panels.items():
@@ -92,20 +169,24 @@ def latency(rows: list[dict], kernel: str | None = None) -> Figure:
             x = [r["numel"] for r in pts]
             style = _style(provider, order)
             graph = method == "cuda_graph"
-            ax.plot(x, [r["median_us"] for r in pts], marker="o", ms=3.5, ls="--" if graph else "-",
-                    label=f"{provider} (graph)" if graph else provider, **style)
+            ax.plot(x, [r["median_us"] for r in pts], ms=4, ls="--" if graph else "-", lw=2.2 if provider == "kwb" else 1.4,
+                    label=f"{provider} (CUDA graph)" if graph else provider, mfc="white" if graph else style["color"], **style)
             ax.fill_between(x, [r["p20_us"] for r in pts], [r["p80_us"] for r in pts], color=style["color"], alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"{op}, {dtype}", fontsize=10)
         ax.set_xlabel("elements")
-        ax.set_ylabel("time per call (us), median, p20-p80 band")
+        ax.set_ylabel("time per call (us)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
     for ax in axes.flat:
         if not ax.has_data():
             ax.set_visible(False)
-    fig.suptitle(f"{kernel or 'kernels'}: latency\n{env_title(rows)}", fontsize=10)
+    handles, labels = _unique_handles(axes.flat)
+    # a provider's CUDA-graph entry under its own (the legend fills column by column)
+    providers = list(OrderedDict.fromkeys(label.removesuffix(" (CUDA graph)") for label in labels))
+    pairs = sorted(zip(handles, labels), key=lambda hl: (providers.index(hl[1].removesuffix(" (CUDA graph)")), hl[1]))
+    _figure_legend(fig, [h for h, _ in pairs], [label for _, label in pairs])
+    _suptitle(fig, f"{kernel or 'kernels'}: latency, median per call and its p20-p80 band (lower is faster)\n{env_title(rows)}")
     return fig
 
 
@@ -118,41 +199,57 @@ def _largest(rows):
     return out
 
 
+def _by_row(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
+    """Groups by `keys`, each level in the order it first appears under its parent (a "shape"
+    level by size): one op's outputs, dtypes and sizes sit on adjacent rows."""
+    first: dict[tuple, int] = {}
+    for i, r in enumerate(rows):
+        for n in range(1, len(keys) + 1):
+            first.setdefault(tuple(r[k] for k in keys[:n]), i)
+
+    def order(r):
+        return tuple(r.get("numel") or 0 if keys[n - 1] == "shape" else first[tuple(r[k] for k in keys[:n])]
+                     for n in range(1, len(keys) + 1))
+
+    return _groups(sorted(rows, key=order), *keys)
+
+
+def _row_label(op: str, dtype: str, shape: str) -> str:
+    return f"{op} · {dtype} · {size_text(shape)}"
+
+
 def pct_of_ceiling(rows: list[dict], numel: int | None = None) -> Figure:
-    """Achieved bandwidth as % of the measured copy ceiling, a bar per provider, at `numel`
-    elements (default: each op's largest size): how close each gets to the memory limit."""
+    """Achieved bandwidth as % of the measured copy ceiling, one panel per kernel, a row per
+    (op, dtype, size) and a marker per provider, at `numel` elements (default: each op's
+    largest size): how close each gets to the memory limit."""
     if (empty := _nothing_trusted(rows, "% of the copy ceiling")) is not None:
         return empty
     rows = [r for r in _timed(rows) if r["method"] != "cuda_graph" and r.get("pct_of_ceiling") is not None]
     rows = [r for r in rows if r["numel"] == numel] if numel is not None else _largest(rows)
     if not rows:
         raise ValueError("no rows with a bytes model to plot" + (f" at {numel} elements" if numel else ""))
-    groups = _groups(rows, "kernel", "op", "dtype")
+    by_kernel = _groups(rows, "kernel")
+    fig, axes = _kernel_grid(OrderedDict((k, [_row_label(*key[1:]) for key in _by_row(krows, "kernel", "op", "dtype", "shape")])
+                                         for (k,), krows in by_kernel.items()), panel_in=6.6)
     providers = list(OrderedDict.fromkeys(r["provider"] for r in rows))
-    fig = Figure(figsize=(max(6.0, 1.1 * len(groups) * max(1, len(providers)) * 0.6 + 2), 4.6), layout="constrained")
-    ax = fig.subplots()
-    width = 0.8 / len(providers)
     order: list[str] = []
-    for j, provider in enumerate(providers):
-        xs, ys = [], []
-        for i, grp in enumerate(groups.values()):
-            hit = next((r for r in grp if r["provider"] == provider), None)
-            if hit is not None:
-                xs.append(i + (j - (len(providers) - 1) / 2) * width)
-                ys.append(hit["pct_of_ceiling"])
-        bars = ax.bar(xs, ys, width=width, label=provider, color=_style(provider, order)["color"])
-        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
-    ceiling = rows[0]["ceiling_gbps"]
-    ax.axhline(100, color="black", lw=1, ls="--")
-    ax.text(len(groups) - 0.5, 101, f"copy ceiling, {ceiling:.0f} GB/s", ha="right", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(groups)), [f"{op}\n{dtype}, {size_text(grp[0]['shape'])}" for (k, op, dtype), grp in groups.items()], fontsize=8)
-    ax.set_ylabel("% of the device-to-device copy ceiling")
     # Above 100% happens where data stays in a cache (a CPU's output can sit in a write-back
-    # last-level cache past the timed window): the bar shows it rather than clipping it.
-    ax.set_ylim(0, max(115, 1.1 * max(r["pct_of_ceiling"] for r in rows)))
-    ax.legend(fontsize=8, loc="upper left", ncol=len(providers))
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"Bandwidth against the memory limit\n{env_title(rows)}", fontsize=10)
+    # last-level cache past the timed window): the axis shows it rather than clipping it.
+    top = max(110, 1.05 * max(r["pct_of_ceiling"] for r in rows))
+    for (kern,), krows in by_kernel.items():
+        ax = axes[kern]
+        for y, grp in enumerate(_by_row(krows, "kernel", "op", "dtype", "shape").values()):
+            for j, provider in enumerate(providers):
+                hit = next((r for r in grp if r["provider"] == provider), None)
+                if hit is not None:
+                    ax.plot([hit["pct_of_ceiling"]], [y + _dodge(j, len(providers))], ls="none", ms=5, label=provider,
+                            **_style(provider, order))
+        ax.axvline(100, color="black", lw=1, ls="--")
+        ax.set_xlim(0, top)
+        ax.set_xlabel("% of the device-to-device copy ceiling", fontsize=8)
+    _figure_legend(fig, *_unique_handles(axes.values()))
+    _suptitle(fig, f"Bandwidth against the memory limit (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed), "
+                 f"each op's largest size\n{env_title(rows)}")
     return fig
 
 
@@ -166,14 +263,14 @@ def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
     panels = _groups(rows, "kernel", "op", "dtype")
     if not panels:
         raise ValueError(f"no rows with a bytes model{' for kernel ' + repr(kernel) if kernel else ''} to plot")
-    fig = Figure(figsize=(4.6 * min(3, len(panels)), 3.6 * math.ceil(len(panels) / 3) + 0.6), layout="constrained")
+    fig = Figure(figsize=(4.6 * min(3, len(panels)), 3.4 * math.ceil(len(panels) / 3) + 1.0), layout="constrained")
     axes = fig.subplots(math.ceil(len(panels) / 3), min(3, len(panels)), squeeze=False).ravel()
     order: list[str] = []
     for ax, ((kern, op, dtype), prow) in zip(axes, panels.items()):
-        for provider, pts in _groups(prow, "provider").items():
+        for (provider,), pts in _groups(prow, "provider").items():
             pts = sorted(pts, key=lambda r: r["numel"])
-            ax.plot([r["numel"] for r in pts], [r["pct_of_ceiling"] for r in pts], marker="o", ms=3.5,
-                    label=provider[0], **_style(provider[0], order))
+            ax.plot([r["numel"] for r in pts], [r["pct_of_ceiling"] for r in pts], ms=4,
+                    lw=2.2 if provider == "kwb" else 1.4, label=provider, **_style(provider, order))
         ax.axhline(100, color="black", lw=1, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, max(110, 1.05 * max(r["pct_of_ceiling"] for r in prow)))
@@ -181,48 +278,76 @@ def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
         ax.set_xlabel("elements")
         ax.set_ylabel("% of the copy ceiling")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
     for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(f"Bandwidth against size (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s)\n{env_title(rows)}", fontsize=10)
+        fig.delaxes(ax)
+    _figure_legend(fig, *_unique_handles(axes[:len(panels)]))
+    _suptitle(fig, f"Bandwidth against size (copy ceiling {rows[0]['ceiling_gbps']:.0f} GB/s, dashed)\n{env_title(rows)}")
     return fig
+
+
+SPEEDUP_BASELINES = (("speedup_vs_eager", "over eager PyTorch", dict(color="#1f77b4", marker="o")),
+                     ("speedup_vs_compile", "over torch.compile", dict(color="#2ca02c", marker="s")),
+                     ("speedup_vs_vendor", "over the vendor route", dict(color="#9467bd", marker="^")))
 
 
 def speedup(rows: list[dict]) -> Figure:
-    """kwb's speedup over eager PyTorch and over torch.compile against size, a line per
-    (op, dtype); above 1 is faster."""
+    """kwb's speedup over eager PyTorch, torch.compile (and a vendor library where timed), one
+    panel per kernel, a row per (op, dtype, size); right of the 1x line is faster."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     if (empty := _nothing_trusted(rows, "speedup")) is not None:
         return empty
     kwb = [r for r in _timed(rows) if r["provider"] == "kwb" and r["method"] != "cuda_graph"]
-    if not kwb:
+    baselines = [b for b in SPEEDUP_BASELINES if any(r.get(b[0]) is not None for r in kwb)]
+    if not kwb or not baselines:
         raise ValueError("no kwb rows to plot speedups for")
-    fig = Figure(figsize=(12, 4.2), layout="constrained")
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, column, name in ((axes[0], "speedup_vs_eager", "eager PyTorch"), (axes[1], "speedup_vs_compile", "torch.compile")):
-        ops = list(OrderedDict.fromkeys(r["op"] for r in kwb))
-        for (kern, op, dtype), pts in _groups(kwb, "kernel", "op", "dtype").items():
-            pts = sorted((r for r in pts if r.get(column) is not None), key=lambda r: r["numel"])
-            if pts:  # colour says the dtype, line style the op
-                ax.plot([r["numel"] for r in pts], [r[column] for r in pts], marker="o", ms=3.5,
-                        color=DTYPE_COLORS.get(dtype), ls=["-", "--", ":", "-."][ops.index(op) % 4], label=f"{op}, {dtype}")
-        ax.axhline(1.0, color="black", lw=1)
+    vendors = sorted({r["provider"] for r in _timed(rows)} - {"kwb", "eager", "torch.compile"})
+    if vendors:  # name the library the vendor column was timed against
+        baselines = [(c, f"over {', '.join(vendors)}" if c == "speedup_vs_vendor" else name, style) for c, name, style in baselines]
+    by_kernel = _groups(kwb, "kernel")
+
+    fig, axes = _kernel_grid(OrderedDict((k, [_row_label(*key[1:]) for key in _by_row(krows, "kernel", "op", "dtype", "shape")]) for (k,), krows in by_kernel.items()),
+                             panel_in=6.6)
+    values = [r[c] for r in kwb for c, _, _ in baselines if r.get(c)]
+    lo, hi = min(values + [1.0]), max(values + [1.0])
+    for (kern,), krows in by_kernel.items():
+        ax = axes[kern]
+        for y, grp in enumerate(_by_row(krows, "kernel", "op", "dtype", "shape").values()):
+            for j, (column, name, style) in enumerate(baselines):
+                if grp[0].get(column):
+                    ax.plot([grp[0][column]], [y + _dodge(j, len(baselines))], ls="none", ms=5, label=name, **style)
+        ax.axvline(1.0, color="black", lw=1)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("elements")
-        ax.set_title(f"over {name}", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels() if axes[0].has_data() else axes[1].get_legend_handles_labels()
-    try:  # one legend, off the data ("outside" placement: matplotlib 3.7+)
-        fig.legend(handles, labels, loc="outside right center", fontsize=7)
-    except ValueError:
-        fig.legend(handles, labels, loc="center right", fontsize=7)
-    axes[0].set_ylabel("speedup (baseline time / kwb time)")
-    fig.suptitle(f"kwb speedup\n{env_title(kwb)}", fontsize=10)
+        ax.set_xlim(lo / 1.25, hi * 1.25)
+        ax.xaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5) if hi / lo < 8 else (1.0,)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("speedup of kwb (baseline time / kwb time; >1x: kwb faster)", fontsize=8)
+    _figure_legend(fig, *_unique_handles(axes.values()))
+    _suptitle(fig, f"kwb speedup\n{env_title(kwb)}")
     return fig
 
 
+def _error_summary(counts: list[float], edges: list[float]) -> dict | None:
+    """Where a histogram's elements lie: the whole range, the middle 90% and the median bin."""
+    total = sum(counts)
+    if not total:
+        return None
+    nonzero = [i for i, c in enumerate(counts) if c]
+    cum, at = 0.0, {}
+    for i, c in enumerate(counts):
+        cum += c
+        for q in (0.05, 0.5, 0.95):
+            if q not in at and cum >= q * total:
+                at[q] = i
+    return dict(lo=edges[nonzero[0]], hi=edges[nonzero[-1] + 1], p5=edges[at[0.05]], p95=edges[at[0.95] + 1],
+                median=(edges[at[0.5]] + edges[at[0.5] + 1]) / 2)
+
+
 def check_errors(source) -> Figure:
-    """Distribution of the relative error |out - ref| / |ref| over the checked elements with
-    |ref| >= atol, one panel per dtype, a line per (op, output), the rtol dotted."""
+    """Where the relative errors |out - ref| / |ref| of the checked elements with |ref| >= atol
+    lie, one panel per kernel, a row per (op, output, dtype): the whole range (thin), the middle
+    90% of elements (thick), the median (dot) and the dtype's rtol (black bar)."""
     if hasattr(source, "error_histograms"):
         from ..harness.results import environment
 
@@ -233,30 +358,36 @@ def check_errors(source) -> Figure:
         title = env_title(rows)
     if not rows:
         raise ValueError("no error histogram rows to plot (no element was compared)")
-    dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows))
-    fig = Figure(figsize=(4.4 * len(dtypes), 3.8), layout="constrained")
-    axes = fig.subplots(1, len(dtypes), squeeze=False)[0]
     edges = histogram_edges()
-    for ax, dtype in zip(axes, dtypes):
-        mine = [r for r in rows if r["dtype"] == dtype]
-        for (kern, op, what), pts in _groups(mine, "kernel", "op", "what").items():
-            counts = [0.0] * (len(edges) - 1)
-            for r in pts:
-                counts[min(range(len(edges) - 1), key=lambda i: abs(edges[i] - r["log10_lo"]))] += r["count"]
-            total = sum(counts) or 1.0
-            ax.stairs([c / total for c in counts], edges, label=f"{op} {what}" if what != "output" else op, lw=1.5)
-        rtols = [r["rtol"] for r in mine if r.get("rtol") not in (None, "")]
-        if rtols:
-            x = math.log10(max(rtols))
-            ax.axvline(x, color="black", ls=":", lw=1)
-            ax.text(x, 1.0, " rtol", fontsize=8, va="top", transform=ax.get_xaxis_transform())
-        ax.set_title(dtype, fontsize=10)
-        ax.set_xlabel("log10 relative error (leftmost bin: exact or below 1e-16)")
-        ax.set_ylabel("share of elements")
-        ax.set_ylim(0, 1.05)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center")
-    fig.suptitle(f"Check: relative error against the float64 reference\n{title}", fontsize=10)
+    summaries: "OrderedDict[str, list]" = OrderedDict()
+    for (kern, op, what, dtype), pts in _by_row(rows, "kernel", "op", "what", "dtype").items():
+        counts = [0.0] * (len(edges) - 1)
+        for r in pts:
+            counts[min(range(len(edges) - 1), key=lambda i: abs(edges[i] - r["log10_lo"]))] += r["count"]
+        rtols = [r["rtol"] for r in pts if r.get("rtol") not in (None, "")]
+        if (s := _error_summary(counts, edges)) is not None:
+            label = f"{op} {what}" if what != "output" else op
+            summaries.setdefault(kern, []).append((f"{label} · {dtype}", dtype, s, max(rtols) if rtols else None))
+    fig, axes = _kernel_grid(OrderedDict((k, [row[0] for row in v]) for k, v in summaries.items()), panel_in=6.2)
+    for kern, entries in summaries.items():
+        ax = axes[kern]
+        for y, (_, dtype, s, rtol) in enumerate(entries):
+            color = DTYPE_COLORS.get(dtype, "#7f7f7f")
+            ax.hlines(y, s["lo"], s["hi"], color=color, lw=1, alpha=0.6)
+            ax.hlines(y, s["p5"], s["p95"], color=color, lw=4.5, label=dtype)
+            ax.plot([s["median"]], [y], "o", ms=4, mfc="white", mec=color)
+            if rtol:
+                ax.plot([math.log10(rtol)], [y], "|", color="black", ms=9, mew=1.6, label="rtol")
+        ax.set_xlim(edges[0] - 0.3, edges[-1] + 0.3)
+        ax.set_xticks(range(int(edges[0]), int(edges[-1]) + 1, 2),
+                      [f"1e{v}" if v else "1" for v in range(int(edges[0]), int(edges[-1]) + 1, 2)], fontsize=7.5)
+        ax.set_xlabel("relative error (leftmost: exact or below 1e-16)", fontsize=8)
+    handles, labels = _unique_handles(axes.values())
+    # dtypes first, then what the marks mean
+    order = sorted(range(len(labels)), key=lambda i: labels[i] == "rtol")
+    _figure_legend(fig, [handles[i] for i in order], [labels[i] for i in order])
+    _suptitle(fig, "Check: relative error against the float64 reference; thick: middle 90% of elements, thin: all, "
+                 f"dot: median\n{title}")
     return fig
 
 
