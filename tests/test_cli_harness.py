@@ -58,6 +58,9 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
     assert pngs == want  # one size a kernel: no latency-vs-size
     assert re.search(r"Machine (quiet|busy): .*timings not trusted", index)
     assert all(f"plots/{name}" in index for name in pngs)
+    [own] = (folder / "runs").iterdir()  # the run's own page and plots, kept; `latest` names it
+    assert (folder / "latest").resolve() == own.resolve() and (own / "index.md").read_text() == index
+    assert sorted(p.name for p in (own / "plots").glob("*.png")) == pngs
     assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
 
 
@@ -209,8 +212,10 @@ def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path,
     first = runner.run(["relu_scale"], device="cpu", out=tmp_path)
     folder = first.folder
     assert first.index == folder / "index.md" and "first run's error" in (folder / "build.log").read_text()
-    [page] = (folder / "runs").glob("*.md")
-    assert page.read_text().replace("](../plots/", "](plots/") == first.index.read_text()
+    [own] = (folder / "runs").iterdir()
+    assert (own / "index.md").read_text() == first.index.read_text()
+    assert (own / "build.log").read_text() == (folder / "build.log").read_text()
+    assert (folder / "latest").resolve() == own.resolve()
     before = {name: (folder / name).read_bytes() for name in ("index.md", "build.log")}
 
     def interrupted(*args, **kwargs):
@@ -220,7 +225,8 @@ def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         runner.run(["relu_scale"], device="cpu", out=tmp_path)
     assert {name: (folder / name).read_bytes() for name in before} == before
-    assert list((folder / "runs").glob("*.md")) == [page]
+    assert [p for p in (folder / "runs").iterdir() if (p / "index.md").exists()] == [own]
+    assert (folder / "latest").resolve() == own.resolve()
     with pytest.raises(ValueError, match="did you mean relu_scale"):
         runner.run(["relu_scal"], device="cpu", out=tmp_path)
     assert {name: (folder / name).read_bytes() for name in before} == before

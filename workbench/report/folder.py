@@ -6,13 +6,17 @@
       check.csv           every compared output       check_errors.csv   their error histograms
       build.log           this run's builds: compiler output, or where the cached build came from
       plots/*.png, *.svg  latency per kernel, % of the copy ceiling, speedup, check errors
-      runs/<run id>.md    each run's index.md, kept
+      runs/<run id>/      each finished run's index.md, build.log and plots/, kept
+      latest              a link to the newest of them
 
-index.md and build.log are replaced only by a run that finished (write_report, at its end):
-a run stopped by bad usage, an error or Ctrl-C leaves the last complete report as it was.
+A run draws its plots into its own runs/<run id>/plots/; index.md, build.log, plots/ and
+`latest` are replaced only by a run that finished (write_report, at its end): a run stopped by
+bad usage, an error or Ctrl-C leaves the last complete report as it was.
 """
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,14 +57,40 @@ def build_log_text(builds: list[BuildRecord]) -> str:
     return "\n".join(parts)
 
 
+def run_folder(folder: Path, run_id: str) -> Path:
+    return folder / "runs" / run_id
+
+
 def write_report(folder: Path, run_id: str, build_log: str, index: str) -> Path:
-    """A finished run's pages: runs/<run_id>.md, then build.log and index.md, each written
-    whole under a temporary name and renamed into place. Returns index.md's path."""
-    atomic_write_text(folder / "runs" / f"{run_id}.md", index.replace("](plots/", "](../plots/"))
+    """A finished run's pages: runs/<run_id>/ (index.md, build.log beside the plots drawn there),
+    then the folder's own build.log, plots/ and index.md, each file written whole under a
+    temporary name and renamed into place, then `latest`. Returns index.md's path."""
+    own = run_folder(folder, run_id)
+    atomic_write_text(own / "build.log", build_log)
+    atomic_write_text(own / "index.md", index)
+    if (own / "plots").is_dir():
+        (folder / "plots").mkdir(parents=True, exist_ok=True)
+        for plot in (own / "plots").iterdir():
+            tmp = folder / "plots" / f".{plot.name}.tmp"
+            shutil.copyfile(plot, tmp)
+            os.replace(tmp, folder / "plots" / plot.name)
     atomic_write_text(folder / "build.log", build_log)
     path = folder / "index.md"
     atomic_write_text(path, index)
+    _point_latest(folder, own)
     return path
+
+
+def _point_latest(folder: Path, own: Path) -> None:
+    """folder/latest -> runs/<run id>, replaced in one rename (a relative link: the folder may move)."""
+    tmp = folder / ".latest.tmp"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    try:
+        os.symlink(os.path.relpath(own, folder), tmp)
+        os.replace(tmp, folder / "latest")
+    except OSError:  # a file system without links: runs/ and index.md still say it
+        pass
 
 
 def index_text(env: results.Environment, command: str, notice: str, builds: list[BuildRecord], checks: list,
@@ -105,7 +135,7 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
         lines += ["## Every timing", "", bench_markdown(bench_rows), ""]
     lines += ["## Files", "", "- `bench.csv`, `check.csv`, `check_errors.csv`: every run appends; this run's rows carry its run id",
               "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`",
-              "- `runs/<run id>.md`: each run's page (its plots are replaced by the next run's)", ""]
+              "- `runs/<run id>/`: each finished run's page, build log and plots, kept; `latest` links the newest", ""]
     return "\n".join(lines)
 
 
@@ -115,4 +145,4 @@ def write_plots(folder: Path, run_id: str) -> list[Path]:
         path = folder / name
         return [r for r in results.read(path) if r["run_id"] == run_id] if path.exists() else []
 
-    return plots.plot_all(rows_of("bench.csv"), rows_of("check_errors.csv"), folder / "plots")
+    return plots.plot_all(rows_of("bench.csv"), rows_of("check_errors.csv"), run_folder(folder, run_id) / "plots")
