@@ -5,7 +5,7 @@ torch.compile with the harness. The winner went into kernels/common/kwb_elementw
     python benchmarks/elementwise_variants.py [--out DIR]     # needs a CUDA GPU
 
 variant 0: grid-stride loop, 8 blocks of 256 threads per SM, one 16-byte vector per trip
-           (kwb_elementwise.cuh before issue 4)
+           (the first kwb_elementwise.cuh)
 variant 1: no loop: one 16-byte vector per thread, as many blocks as the data needs
 variant 2: no loop: U=2 vectors per thread, loads issued before any store (more bytes in flight)
 variant 3: no loop: U=4 vectors per thread

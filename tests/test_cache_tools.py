@@ -203,7 +203,7 @@ def test_verify_checks_content_against_the_manifest_without_importing(cache):
 
 
 def test_verify_refuses_a_manifest_naming_another_library_as_a_load_does(cache):
-    # it passed verify while the load refused it (issue 19); both judge the file the manifest names
+    # once it passed verify while the load refused it; both judge the file the manifest names
     manifest = next(tiny_entry(cache).glob("*.json"))
     data = json.loads(manifest.read_text())
     library = tiny_entry(cache) / data["library"]
