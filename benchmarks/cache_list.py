@@ -1,4 +1,4 @@
-"""How long `kwb cache list` takes on a cache of 1,000 entries (the issue's bar: under a second).
+"""How long `kwb cache list` takes on a cache of 1,000 entries (the bar: under a second).
 
     python benchmarks/cache_list.py [--entries 1000] [--out benchmarks/results/cache-list]
 

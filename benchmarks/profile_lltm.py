@@ -1,5 +1,5 @@
 """Where does an LLTM training step spend its GPU time? Kernel-by-kernel times (torch.profiler)
-of kwb's lltm and of torch.compile's, forward then backward, at the issue's two sizes.
+of kwb's lltm and of torch.compile's, forward then backward, at its two measured sizes.
 
     python benchmarks/profile_lltm.py            # needs a CUDA GPU; prints one table per case
 """

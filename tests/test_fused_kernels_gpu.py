@@ -1,5 +1,5 @@
 """polynomial_activation, bias_gelu and lltm on a GPU: gradcheck in float64, torch.compile,
-unaligned views (the scalar path), the large sizes of the issue, the current stream and device
+unaligned views (the scalar path), the large sizes, the current stream and device
 mismatches (the harness check and opcheck of every kernel are test_every_kernel.py's)."""
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_lltm_unaligned(kernels, dtype):
         close(g, ref[name], op.tolerance(dtype, grad=True), name)
 
 
-# ---- the issue's large sizes ---------------------------------------------------------------
+# ---- the large sizes ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("approximate", ["tanh", "none"])

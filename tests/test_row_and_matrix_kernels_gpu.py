@@ -1,5 +1,5 @@
 """softmax, layernorm, rmsnorm and linear_gelu on a CUDA GPU: rows from 1 to 262144 (the
-register paths and the two-pass path, in 16-byte vectors and element by element); the issue's
+register paths and the two-pass path, in 16-byte vectors and element by element); the
 sizes; -inf and NaN in softmax; the teaching variants of linear_gelu validated like the shipped
 op; torch.compile (the harness check and opcheck of every kernel are test_every_kernel.py's)."""
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_row_lengths_from_1_to_262147_forward_and_backward(k, name, dtype):
 
 
 @pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
-def test_the_issue_size_bf16_16384x4096(k, name):
+def test_the_large_size_bf16_16384x4096(k, name):
     report = wb.check(k[name], device="cuda", dtypes=["bf16"], shapes=[(16384, 4096)])
     assert report.passed, str(report)
 
