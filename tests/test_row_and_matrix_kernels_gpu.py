@@ -1,6 +1,6 @@
 """softmax, layernorm, rmsnorm and linear_gelu on a CUDA GPU: rows from 1 to 262144 (the
 register paths and the two-pass path, in 16-byte vectors and element by element); the
-sizes; -inf and NaN in softmax; the teaching variants of linear_gelu validated like the shipped
+large sizes; -inf and NaN in softmax; the teaching variants of linear_gelu validated like the shipped
 op; torch.compile (the harness check and opcheck of every kernel are test_every_kernel.py's)."""
 from __future__ import annotations
 
