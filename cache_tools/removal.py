@@ -57,7 +57,8 @@ def looks_like_cache(root: Path) -> bool:
         names = os.listdir(root)
     except OSError:
         return False
-    if not names or layout.TOOL_VERSIONS in names or layout.TRASH_DIR in names:
+    # the probe's lock comes first: a root whose first build is probing the compiler holds only it
+    if not names or {layout.TOOL_VERSIONS, layout.TOOL_PROBE_LOCK, layout.TRASH_DIR} & set(names):
         return True
     if PROJECT_MARKERS & set(names):  # a project's own build/ holds build.ninja too: never a cache
         return False
