@@ -176,7 +176,7 @@ def _torch_version_state(entry: Entry, v: Version, run: environment.Running) -> 
     return ("stale", reasons) if reasons else ("fresh", [])
 
 
-def _unfinished(device: str, state: str, reasons: list[str]) -> Version:
+def _unfinished(device: str | None, state: str, reasons: list[str]) -> Version:
     """What a load would meet where no finished build serves: a compile that failed or stopped."""
     return Version(name="", device=device, library=None, files=[], size=0, built=None, loaded=None, state=state,
                    reasons=reasons)
