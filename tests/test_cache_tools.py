@@ -504,6 +504,11 @@ def test_roots_that_are_not_an_extensions_cache_are_refused(tmp_path, cache):
     res = run("list", "--force", root=home)
     assert res.exit_code == 0 and "no builds" in res.output
     assert run("list", root=tmp_path / "missing").exit_code == 2
+    starting = tmp_path / "starting"                # a first build probing the compiler: its lock only
+    starting.mkdir()
+    (starting / layout.TOOL_PROBE_LOCK).write_text("")
+    res = run("list", root=starting)
+    assert res.exit_code == 0 and "no builds" in res.output, res.output
 
 
 def test_a_clean_that_dies_halfway_leaves_nothing_that_loads_and_the_next_one_finishes(cache, monkeypatch):
