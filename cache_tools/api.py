@@ -128,7 +128,8 @@ def unlock(cache: Cache, names: list[str] | None = None, all_: bool = False) -> 
 
 
 def verify(cache: Cache) -> list[Entry]:
-    """The broken entries (or entries with a broken older version). Open the cache with
+    """The broken entries (or entries with a broken older version): damage, not a failed or
+    interrupted build, which the next load compiles again. Open the cache with
     deep=True first: each library is then checked against its manifest (size, ELF
     completeness, sha256) and each manifest's key recomputed from what it records."""
     return [e for e in cache.entries if e.state == "broken" or any(v.state == "broken" for v in e.versions)]

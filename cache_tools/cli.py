@@ -1,6 +1,6 @@
 """`kwb cache ...`: inspect, verify, unlock, prune and clean the extensions cache.
 
-Exit codes: 0 done; 1 something needs attention (verify found broken builds; clean or prune
+Exit codes: 0 done; 1 something needs attention (verify found damaged builds; clean or prune
 left an entry because a build is running; unlock left a live build's lock); 2 bad usage (an
 unknown name, a root that does not look like an extensions cache, bad option values).
 """
@@ -26,7 +26,7 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 # a color per state: rich markup in info and verify, click.style in list
 STATE_STYLE = {"fresh": "green", "stale": "yellow", "orphaned": "magenta", "broken": "red", "building": "cyan",
-               "stale lock": "red"}
+               "stale lock": "red", "failed": "bright_red", "interrupted": "blue"}
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -102,9 +102,13 @@ def cache() -> None:
     """Inspect, verify, unlock, prune and clean the extensions cache: kwb's builds and any
     torch.utils.cpp_extension build (load, load_inline) found there.
 
-    States: fresh; stale (sources changed, or built for another torch/CUDA/compiler); orphaned
-    (sources gone); broken (no library, a truncated one, a failed build); building (a live
-    process holds the lock); stale lock (its owner is gone).
+    States, per build against today's sources: fresh (its sources and headers are today's);
+    stale (sources changed, or built for another torch/CUDA/compiler); orphaned (sources
+    gone); failed (the last compile failed; the next load compiles again); interrupted (a
+    build stopped before finishing: Ctrl-C, killed); broken (damaged: a library missing, cut
+    short or not what its manifest says); building (a live process holds the lock); stale lock
+    (its owner is gone). An entry reads as what a load would do now: fresh when it holds the
+    build of today's sources, even beside a newer build of an edited version.
 
     Exit codes: 0 done; 1 needs attention (broken builds found, an entry left because a build
     is running, a live lock kept); 2 bad usage."""
@@ -133,7 +137,7 @@ def _entry_lines(entries: list[Entry], now: float) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: the root and a list of entries.")
 def list_cmd(root, force, as_json) -> None:
     """A row per build folder: where it came from, tag, versions, size, last built and loaded,
-    and its state."""
+    and its state (what a load would do now: see `kwb cache --help`)."""
     c = _open(root, force)
     if as_json:
         click.echo(json.dumps({"root": str(c.root), "bytes": c.size, "trash_bytes": c.trash_bytes,
@@ -153,9 +157,8 @@ def list_cmd(root, force, as_json) -> None:
 
 def _info_json(e: Entry) -> dict:
     data = entry_json(e)
-    newest = e.newest_by_device()
     data["builds"] = []
-    for v in newest:
+    for v in e.current or e.newest_by_device():
         m = v.manifest
         if m is None:
             data["builds"].append({"version": v.name, "device": v.device, "sources": None, "headers": None, "base": None,
@@ -337,14 +340,16 @@ def clean_cmd(names, all_, dry_run, root, force) -> None:
 @click.option("--older-than", default=None, help="Entries not built or loaded for this long: 30d, 12h, 2w.")
 @click.option("--max-size", default=None, help="Remove least recently used entries until the cache fits: 2G, 500M.")
 @click.option("--keep-latest", type=int, default=None, help="Keep the N newest versions of each entry (per device).")
-@click.option("--stale", is_flag=True, help="Entries whose sources changed or that were built for another toolchain.")
-@click.option("--orphaned", is_flag=True, help="Entries whose sources are gone.")
+@click.option("--stale", is_flag=True, help="Builds whose sources changed or that were built for another toolchain.")
+@click.option("--orphaned", is_flag=True, help="Builds whose sources are gone.")
 @click.option("--pch", is_flag=True, help="Every precompiled header (kwb_pch-*; compiled again when a build needs one).")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
 @root_options
 def prune_cmd(older_than, max_size, keep_latest, stale, orphaned, pch, dry_run, root, force) -> None:
     """Remove what is old, stale, orphaned or over a size budget. Says what it removes and how
-    much it frees; entries being built are left alone."""
+    much it frees; entries being built are left alone. No mode removes the build that today's
+    sources load (fresh): an entry holding one loses its other builds only (a load_inline's
+    sources are kept in the cache itself, so --older-than and --max-size may take its builds)."""
     c = _open(root, force)
     try:
         outcome = api.prune(c, older_than, max_size, keep_latest, stale, orphaned, dry_run, pch=pch)
@@ -391,11 +396,14 @@ def unlock_cmd(names, all_, root, force) -> None:
 def verify_cmd(root, force, as_json) -> None:
     """Check every build without importing it: library present and whole (size, ELF headers,
     sha256 against the manifest), the recorded key consistent and matching the sources. Exit
-    1 if any is broken."""
+    1 if any is broken; failed and interrupted builds are named, not damage (exit 0)."""
     c = _open(root, force, deep=True)
     broken = api.verify(c)
+    unfinished = [e for e in c.entries if e.state in ("failed", "interrupted")]
     if as_json:
-        click.echo(json.dumps({"root": str(c.root), "checked": len(c.entries), "broken": [entry_json(e) for e in broken]}, indent=1))
+        click.echo(json.dumps({"root": str(c.root), "checked": len(c.entries), "broken": [entry_json(e) for e in broken],
+                               "failed": [entry_json(e) for e in unfinished if e.state == "failed"],
+                               "interrupted": [entry_json(e) for e in unfinished if e.state == "interrupted"]}, indent=1))
     else:
         for e in broken:
             label = f"{e.tag}/{e.name}" if e.tag else e.name
@@ -405,8 +413,14 @@ def verify_cmd(root, force, as_json) -> None:
             if e.state == "stale":  # the recorded key no longer matches the sources or toolchain
                 label = f"{e.tag}/{e.name}" if e.tag else e.name
                 out.print(f"[yellow]stale[/] {escape(label)}: {escape('; '.join(e.reasons[:3]))}")
+        for e in unfinished:  # not damage: the next load compiles again
+            label = f"{e.tag}/{e.name}" if e.tag else e.name
+            out.print(f"[{STATE_STYLE[e.state]}]{e.state}[/] {escape(label)}: {escape('; '.join(e.reasons[:2]))}")
         stale = sum(e.state == "stale" for e in c.entries)
+        failed = sum(e.state == "failed" for e in c.entries)
+        interrupted = sum(e.state == "interrupted" for e in c.entries)
         out.print(f"checked {counted(len(c.entries), 'entry', 'entries')}: {len(broken)} broken, {stale} stale"
+                  + (f", {failed} failed" if failed else "") + (f", {interrupted} interrupted" if interrupted else "")
                   + (" (`kwb cache prune --stale` removes those)" if stale else ""))
     if broken:
         sys.exit(1)

@@ -42,6 +42,18 @@ class Version:
     number: int = 0          # torch's _vN (0 for the first build)
     state: str = ""          # filled by states.assess
     reasons: list[str] = field(default_factory=list)
+    today: bool = False      # states.assess: the build today's sources load (prune keeps it)
+
+
+@dataclass
+class BuildFolder:
+    """What a kwb build folder (build-<device>/) says about the last compile there."""
+
+    device: str
+    path: Path
+    compiling: float | None  # the compile marker's mtime: the last compile's start, or its end
+    failure: dict | None     # the failure record, when the last compile failed
+    objects: int             # object files left by compiles (whole or not)
 
 
 @dataclass
@@ -58,8 +70,10 @@ class Entry:
     ninja: dict = field(default_factory=dict)  # torch: what build.ninja says
     link_target: str = ""
     kernel: str = ""         # kwb: the kernel's (or load_inline's) name; torch: the folder's
+    build_folders: list[BuildFolder] = field(default_factory=list)  # kwb: one per device compiled for
     state: str = ""
     reasons: list[str] = field(default_factory=list)
+    current: list[Version] = field(default_factory=list)  # states.assess: what a load would do now, per device
 
     @property
     def last_built(self) -> float | None:
@@ -215,7 +229,27 @@ def _kwb_entry(root: Path, path: Path, names: list[str], tag: str) -> Entry:
             versions.append(Version(name=n[: -len(layout.LIBRARY_SUFFIX)], device=_stem_device(n),
                                     library=p, files=[p], size=_file_size(p), built=_mtime(p), loaded=None))
     kernel = next((v.manifest.name for v in versions if v.manifest and v.manifest.name), ident.split("-")[0])
-    return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path), kernel=kernel)
+    folders = [_build_folder(path / n) for n in sorted(names) if n.startswith("build-")]
+    return Entry(root, path, ident, "kwb", origin, tag, versions, tree_size(path), kernel=kernel,
+                 build_folders=[f for f in folders if f is not None])
+
+
+def _build_folder(path: Path) -> BuildFolder | None:
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return None  # not a folder (or unreadable): nothing a compile left
+    failure = None
+    if layout.FAILURE_RECORD in names:
+        try:
+            failure = json.loads((path / layout.FAILURE_RECORD).read_text())
+        except (OSError, ValueError):
+            failure = None
+        if not isinstance(failure, dict) or not isinstance(failure.get("failed_at"), (int, float)):
+            failure = {"failed_at": _mtime(path / layout.FAILURE_RECORD) or 0.0, "damaged": True}
+    return BuildFolder(path.name[len("build-"):], path,
+                       _mtime(path / layout.COMPILE_MARKER) if layout.COMPILE_MARKER in names else None,
+                       failure, sum(n.endswith(".o") for n in names))
 
 
 def parse_build_ninja(path: Path) -> dict:

@@ -5,6 +5,8 @@ fields are cache_tools.manifest's).
       kwb_<name>/                one entry per kernel folder or load_inline name
         lock                     flock()ed while a build runs; holds the builder's pid and host
         build-cpu/, build-cuda/  ninja's incremental build folders (objects, depfiles, build.log)
+          .kwb-compiling         stamped when a compile starts and when it ends
+          .kwb-failed.json       written when the compiler failed; removed by the next finished build
         <stem>.so                finished libraries, immutable, named by their build key
         <stem>.json              the manifest, written last: its presence means the .so is whole
         <stem>.loaded            empty; its mtime is the last time a process loaded <stem>.so
@@ -37,6 +39,8 @@ TOOL_PROBE_LOCK = ".kwb-tool-versions.lock"  # flock()ed while one process probe
 TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
 # kwb_pch-<key>/: torch/extension.h precompiled for torch-style extensions (workbench/build/pch.py)
 PCH_IDENT_PREFIX = "pch-"
+COMPILE_MARKER = ".kwb-compiling"  # in build-<device>/: its mtime is the last compile's start or end
+FAILURE_RECORD = ".kwb-failed.json"  # in build-<device>/: the last compile failed (when, which sources, the log)
 PCH_HEADER = "torch_extension.h"  # includes torch/extension.h; its .gch lies beside it
 PCH_RECORD = "pch.json"  # written last: the compiler, flags, seconds and size of the .gch
 

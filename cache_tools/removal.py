@@ -57,7 +57,8 @@ def looks_like_cache(root: Path) -> bool:
         names = os.listdir(root)
     except OSError:
         return False
-    if not names or layout.TOOL_VERSIONS in names or layout.TRASH_DIR in names:
+    # the probe's lock comes first: a root whose first build is probing the compiler holds only it
+    if not names or {layout.TOOL_VERSIONS, layout.TOOL_PROBE_LOCK, layout.TRASH_DIR} & set(names):
         return True
     if PROJECT_MARKERS & set(names):  # a project's own build/ holds build.ninja too: never a cache
         return False
@@ -270,8 +271,12 @@ def plan_clean(entries: list[Entry]) -> list[Removal]:
 
 
 # Whole builds (a load takes a fresh one; stale and orphaned ones are whole, only out of date);
-# a "broken" version (no manifest, a damaged one, a library cut short) never loads.
+# a broken, failed or interrupted version (no manifest, a damaged one, a library cut short) never loads.
 LOADABLE = ("fresh", "stale", "orphaned")
+
+# Their sources are the cache's own copy of the text a program passed: that the copy matches
+# says nothing of whether anything still loads them, so age and size may take them.
+INLINE_ORIGINS = ("kwb load_inline", "load_inline")
 
 
 def parse_age(text: str) -> float:
@@ -309,51 +314,81 @@ def parse_size(text: str) -> int:
     return int(n * mult)
 
 
+def _kept(e: Entry, v: Version, by_use: bool) -> bool:
+    """Whether prune must keep v: the build today's sources load (states.assess marks it). by_use:
+    the age and size modes, which may take an inline build."""
+    return v.today and not (by_use and e.origin in INLINE_ORIGINS)
+
+
+def _entry_or_rest(e: Entry, reason: str, by_use: bool) -> list[Removal]:
+    """The whole entry, or, where it holds the build of today's sources, every other version."""
+    kept = [v for v in e.versions if _kept(e, v, by_use)]
+    if not kept:
+        return [Removal(e, None, e.size, reason)]
+    why = f"{reason}; keeps {', '.join(v.name for v in kept)}: the build of today's sources"
+    return [Removal(e, v, v.size, why) for v in e.versions if not _kept(e, v, by_use)]
+
+
 def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: int | None = None,
                keep_latest: int | None = None, stale: bool = False, orphaned: bool = False,
                now: float | None = None, pch: bool = False) -> list[Removal]:
-    """Whole entries selected by age or state (pch: every precompiled header), old versions
-    beyond keep_latest, then the least recently used entries until the rest fits in max_size."""
+    """Whole entries selected by age or state (pch: every precompiled header), stale or orphaned
+    versions of the entries that stay, old versions beyond keep_latest, then the least recently
+    used entries until the rest fits in max_size. No mode takes the build today's sources load
+    (Version.today): an entry holding one loses its other versions only."""
     now = time.time() if now is None else now
-    whole: dict[Path, Removal] = {}
+    chosen: dict[Path, list[Removal]] = {}
+
+    def take(e: Entry, removals: list[Removal]) -> int:
+        """Add removals for e (a whole entry replaces its parts); returns the bytes added."""
+        have = chosen.get(e.path, [])
+        before = sum(r.bytes for r in have)
+        if any(r.version is None for r in have) or not removals:
+            return 0
+        if any(r.version is None for r in removals):
+            chosen[e.path] = removals
+        else:
+            taken = {id(r.version) for r in have}
+            chosen[e.path] = have + [r for r in removals if id(r.version) not in taken]
+        return sum(r.bytes for r in chosen[e.path]) - before
+
     for e in entries:
         if e.state == "building":
             continue
         if pch and e.origin == PCH_ORIGIN:
-            whole[e.path] = Removal(e, None, e.size, "precompiled header (compiled again when a build needs it)")
+            take(e, [Removal(e, None, e.size, "precompiled header (compiled again when a build needs it)")])
         elif stale and e.state == "stale":
-            whole[e.path] = Removal(e, None, e.size, "stale: " + "; ".join(e.reasons[:2]))
+            take(e, _entry_or_rest(e, "stale: " + "; ".join(e.reasons[:2]), False))
         elif orphaned and e.state == "orphaned":
-            whole[e.path] = Removal(e, None, e.size, "orphaned: " + "; ".join(e.reasons[:2]))
+            take(e, _entry_or_rest(e, "orphaned: " + "; ".join(e.reasons[:2]), False))
         elif older_than is not None and now - e.last_used > older_than:
             days = (now - e.last_used) / 86400
-            whole[e.path] = Removal(e, None, e.size, f"last used {days:.1f} days ago")
-    parts: list[Removal] = []
+            take(e, _entry_or_rest(e, f"last used {days:.1f} days ago", True))
+        wanted = {"stale"} if stale else set()
+        wanted |= {"orphaned"} if orphaned else set()
+        take(e, [Removal(e, v, v.size, f"{v.state}: " + "; ".join(v.reasons[:2]))
+                 for v in e.versions if v.state in wanted and not _kept(e, v, False)])
     if keep_latest is not None:
         for e in entries:
-            if e.path in whole or e.state == "building":
+            if e.state == "building" or any(r.version is None for r in chosen.get(e.path, [])):
                 continue
             by_device: dict[str | None, list[Version]] = {}
             for v in e.versions:
                 by_device.setdefault(v.device, []).append(v)
             for device, vs in by_device.items():
-                # loadable versions first: keeping the newest N must never keep a library with
-                # no manifest (a killed build's) in place of the only build a load can use
-                vs.sort(key=lambda v: (v.state in LOADABLE, v.built or 0, v.number), reverse=True)
-                for v in vs[keep_latest:]:
-                    why = f"older than the newest {keep_latest}" if v.state in LOADABLE else f"not loadable ({v.state})"
-                    parts.append(Removal(e, v, v.size, why))
+                # the build of today's sources first, then loadable versions: keeping the newest N
+                # must never keep a library with no manifest (a killed build's) in place of the
+                # only build a load can use
+                vs.sort(key=lambda v: (v.today, v.state in LOADABLE, v.built or 0, v.number), reverse=True)
+                take(e, [Removal(e, v, v.size, f"older than the newest {keep_latest}" if v.state in LOADABLE
+                                 else f"not loadable ({v.state})")
+                         for v in vs[keep_latest:] if not _kept(e, v, False)])
     if max_size is not None:
-        removed = {id(r.entry) for r in whole.values()}
-        left = sum(e.size for e in entries if id(e) not in removed) - sum(r.bytes for r in parts)
+        left = sum(e.size for e in entries) - sum(r.bytes for rs in chosen.values() for r in rs)
         for e in sorted(entries, key=lambda e: e.last_used):
             if left <= max_size:
                 break
-            if id(e) in removed or e.state == "building":
+            if e.state == "building":
                 continue
-            freed_parts = sum(r.bytes for r in parts if r.entry is e)
-            parts = [r for r in parts if r.entry is not e]
-            whole[e.path] = Removal(e, None, e.size, "least recently used, over --max-size")
-            removed.add(id(e))
-            left -= e.size - freed_parts
-    return list(whole.values()) + parts
+            left -= take(e, _entry_or_rest(e, "least recently used, over --max-size", True))
+    return [r for rs in chosen.values() for r in rs]

@@ -1,15 +1,25 @@
-"""The state of each cache entry, from its files alone (no library is imported):
+"""The state of each build and each cache entry, from their files alone (no library is
+imported), judged against today's sources and the running toolchain:
 
-    building    a live process holds its build lock
-    stale lock  a lock whose owner is gone (torch's: every later load waits forever)
-    broken      no library, a truncated library, or a failed build
-    orphaned    its sources are gone
-    stale       its sources changed, or it was built for another torch, CUDA, Python or
-                compiler than the one running
-    fresh       none of the above
+    building     a live process holds the entry's build lock
+    stale lock   a lock whose owner is gone (torch's: every later load waits forever; kwb's
+                 blocks nothing, and the next load that finds a build empties it)
+    broken       damaged: a manifest whose library is missing, cut short, or not the bytes
+                 the build wrote, or a manifest that is not whole
+    failed       the last compile failed (the builder's build-<device>/.kwb-failed.json): the
+                 next load compiles again and reports the errors
+    interrupted  a build stopped before finishing (Ctrl-C, SIGTERM, a kill): objects or a
+                 library without a manifest, and no failure record; the next load builds again
+    orphaned     its sources are gone
+    stale        its sources changed, or it was built for another torch, CUDA, Python or
+                 compiler than the one running
+    fresh        none of the above: its recorded sources and headers are today's
 
-An entry's state is the worst state of the builds it would load now (its newest per
-device); older builds of an entry are listed as versions, each with its own state.
+An entry's state is what a load would do now, per device (the worst over its devices), as the
+loader finds builds by content: the build whose recorded sources match today's when there is
+one (fresh, even when a newer build of an edited version exists); else the last compile's
+outcome when it came after the newest finished build (failed, interrupted); else the newest
+build's state. Each build (version) keeps its own state.
 """
 from __future__ import annotations
 
@@ -18,11 +28,11 @@ import struct
 from pathlib import Path
 
 from . import environment, layout, locks
-from .entries import PCH_ORIGIN, Entry, Version
+from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
 from .fsutil import sha256_file
 from .manifest import Manifest
 
-ORDER = ["building", "stale lock", "broken", "orphaned", "stale", "fresh"]
+ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]
 
 
 def elf_problem(path: Path) -> str | None:
@@ -85,7 +95,7 @@ def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, dee
     m = v.manifest
     if m is None:
         if v.library is not None and not any(f.name.endswith(layout.MANIFEST_SUFFIX) for f in v.files):
-            return "broken", [f"{v.library.name} has no manifest: its build stopped before finishing"]
+            return "interrupted", [f"{v.library.name} has no manifest: its build stopped before finishing (never loaded)"]
         return "broken", ["unreadable manifest (another kwb format, or damaged)"]
     if v.library is None:
         return "broken", [f"no library: {m.library} is missing"]
@@ -128,8 +138,10 @@ def _kwb_version_state(v: Version, run: environment.Running, hasher: Hasher, dee
 def _pch_state(v: Version, run: environment.Running) -> tuple[str, list[str]]:
     """A precompiled header: whole once its record is written; stale once torch changed (GCC
     would refuse it then, and kwb compiles another)."""
-    if v.library is None or v.record is None:
-        return "broken", ["no finished precompiled header (killed while compiling, or removed)"]
+    if v.record is None:
+        return "interrupted", ["no finished precompiled header (stopped while compiling)"]
+    if v.library is None:
+        return "broken", [f"no precompiled header: {v.name} is missing"]
     size = v.library.stat().st_size if v.library.exists() else -1
     if size != v.record.get("bytes"):
         return "broken", [f"{v.library.name} is {size} bytes, the build wrote {v.record.get('bytes')}"]
@@ -164,8 +176,74 @@ def _torch_version_state(entry: Entry, v: Version, run: environment.Running) -> 
     return ("stale", reasons) if reasons else ("fresh", [])
 
 
+def _unfinished(device: str | None, state: str, reasons: list[str]) -> Version:
+    """What a load would meet where no finished build serves: a compile that failed or stopped."""
+    return Version(name="", device=device, library=None, files=[], size=0, built=None, loaded=None, state=state,
+                   reasons=reasons)
+
+
+def _failure_reasons(folder: BuildFolder, hasher: Hasher) -> list[str]:
+    f = folder.failure or {}
+    if f.get("damaged"):
+        return [f"the last compile failed (its record {layout.FAILURE_RECORD} is not whole; see {folder.path / layout.BUILD_LOG})"]
+    error = f": {f['error']}" if f.get("error") else ""
+    reasons = [f"the last compile failed{error} (see {f.get('log') or folder.path / layout.BUILD_LOG})"]
+    sources = f.get("sources")
+    if isinstance(sources, dict) and any(hasher(p) != d for p, d in sources.items()):
+        reasons.append("its sources changed since: the next load compiles again")
+    return reasons
+
+
+def _last_compile(folder: BuildFolder | None, finished: float, hasher: Hasher) -> Version | None:
+    """The last compile of a build folder, when it came after the newest finished build of its
+    device and left none: failed (the builder recorded the compiler's failure) or interrupted
+    (it started, and neither finished nor failed). A finished build stamps the compile marker
+    before its manifest's time, so a whole build never reads as unfinished."""
+    if folder is None:
+        return None
+    failed_at = folder.failure["failed_at"] if folder.failure else None
+    started = folder.compiling
+    last = max((t for t in (failed_at, started) if t is not None), default=None)
+    if last is None or last <= finished:
+        return None
+    if failed_at is not None and (started is None or failed_at >= started):
+        return _unfinished(folder.device, "failed", _failure_reasons(folder, hasher))
+    return _unfinished(folder.device, "interrupted", [
+        f"a build stopped before finishing (Ctrl-C, killed; {folder.objects} object files left in {folder.path.name}/); "
+        "the next load builds again"])
+
+
+def _kwb_current(entry: Entry, hasher: Hasher) -> list[Version]:
+    """Per device, what a load does now: the build of today's sources, else the last compile
+    if it failed or stopped after the newest build, else the newest build."""
+    folders = {f.device: f for f in entry.build_folders}
+    devices = list(dict.fromkeys([*(v.device for v in entry.versions), *folders]))
+    current = []
+    for device in devices:
+        versions = [v for v in entry.versions if v.device == device]
+        fresh = [v for v in versions if v.state == "fresh"]
+        for v in fresh:
+            v.today = True
+        if fresh:
+            current.append(max(fresh, key=lambda v: v.built or 0))
+            continue
+        finished = max((v.built or 0 for v in versions if v.manifest is not None), default=0.0)
+        unfinished = _last_compile(folders.get(device), finished, hasher) if device is not None else None
+        if unfinished is not None:
+            current.append(unfinished)
+        elif versions:
+            current.append(max(versions, key=lambda v: (v.built or 0, v.number)))
+        else:
+            folder = folders[device]
+            current.append(_unfinished(device, "interrupted", [
+                f"no finished build: one stopped before finishing ({folder.objects} object files in {folder.path.name}/)"]))
+    if not current:
+        current = [_unfinished(None, "interrupted", ["no finished build: one stopped before compiling anything"])]
+    return current
+
+
 def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, hasher: Hasher, deep: bool = False) -> Entry:
-    """Fill entry.lock, entry.state/reasons and each version's state/reasons."""
+    """Fill entry.lock, entry.state/reasons/current and each version's state/reasons/today."""
     if entry.layout == "link":
         entry.state = "broken"
         entry.reasons = [f"a symlink to {entry.link_target} (not followed; clean removes the link only)"]
@@ -179,7 +257,10 @@ def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, 
             v.state, v.reasons = _kwb_version_state(v, run, hasher, deep)
         else:
             v.state, v.reasons = _torch_version_state(entry, v, run)
-    current = entry.newest_by_device()
+    if entry.layout == "kwb" and entry.origin != PCH_ORIGIN:
+        current = _kwb_current(entry, hasher)
+    else:
+        current = entry.newest_by_device()
     if entry.layout == "torch":
         target = entry.ninja.get("target")
         if target:
@@ -190,11 +271,9 @@ def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, 
                                    reasons=[f"no library: {target} was never linked (a failed or killed build)"])]
             else:
                 current = named
-    if not current:
-        log = next((p for p in entry.path.glob("build-*/" + layout.BUILD_LOG)), None) if entry.layout == "kwb" else None
-        why = f"no finished build (failed or killed; see {log})" if log else "no finished build (failed or killed)"
-        current = [Version(name="", device=None, library=None, files=[], size=0, built=None, loaded=None,
-                           state="broken", reasons=[why])]
+        for v in current:
+            v.today = v.state == "fresh"
+    entry.current = current
     worst = min(current, key=lambda v: ORDER.index(v.state))
     entry.state, entry.reasons = worst.state, [r for v in current if v.state == worst.state for r in v.reasons]
     lock = entry.lock

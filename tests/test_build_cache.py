@@ -93,12 +93,14 @@ def test_failed_build_records_nothing_and_the_fix_rebuilds_in_the_same_process(t
     assert "tiny.cpp" in str(info.value)
     entry = layout.entry_dir(cache_root, resolve(folder).ident)
     assert not list(entry.glob("*.json")) and not list(entry.glob("*.so"))
+    assert list(entry.glob(f"build-*/{layout.FAILURE_RECORD}")), "kwb cache tells a failed compile by this record"
     # Loading the same broken source again fails again (nothing was recorded as built) ...
     with pytest.raises(wb.BuildError):
         wb.load(folder)
     # ... and fixing it builds and runs, in this process (torch's load() would not, pytorch#119206).
     write_tiny_kernel(folder, value="2.0")
     assert _value(wb.load(folder)) == 2.0
+    assert not list(entry.glob(f"build-*/{layout.FAILURE_RECORD}"))
 
 
 def test_library_and_manifest_land_under_the_cache_root_with_content_keyed_names(tiny_kernel, cache_root):

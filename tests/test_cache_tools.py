@@ -166,25 +166,31 @@ def test_orphaned_when_the_sources_are_gone(cache, built):
         moved.rename(built["tiny"])
 
 
-def test_broken_libraries_missing_truncated_or_a_failed_build(cache):
+def test_broken_libraries_missing_or_truncated_apart_from_failed_and_interrupted_builds(cache):
     lib = next(tiny_entry(cache).glob("*.so"))
     data = lib.read_bytes()
     lib.write_bytes(data[: len(data) // 2])                                # cut short
     (cache / "tplain" / "tplain_v1.so").unlink()                           # build.ninja's target gone
     tinl = cache / "tinl" / "tinl.so"
     tinl.write_bytes(tinl.read_bytes()[:4096])                             # a truncated ELF
-    failed = cache / "kwb_failed"                                          # a build that never finished
-    (failed / "build-cpu").mkdir(parents=True)
-    (failed / "build-cpu" / "build.log").write_text("error: expected ';'\n")
-    (failed / "lock").write_text("")
+    stopped = cache / "kwb_stopped"                                        # a build that never finished
+    (stopped / "build-cpu").mkdir(parents=True)
+    (stopped / "build-cpu" / "stopped.o").write_bytes(b"\x7fELF")
+    (stopped / "lock").write_text("")
+    failed = cache / "kwb_failed"                                          # a compile that failed
+    shutil.copytree(stopped, failed)
+    (failed / "build-cpu" / "build.log").write_text("x.cpp:1:1: error: expected ';'\n")
+    (failed / "build-cpu" / layout.FAILURE_RECORD).write_text(json.dumps(
+        {"failed_at": time.time(), "log": str(failed / "build-cpu" / "build.log"), "sources": {}, "error": "expected ';'"}))
     entries = listing(cache)
     assert entries["tiny"]["state"] == "broken" and "bytes, the build wrote" in entries["tiny"]["reasons"][0]
     assert entries["tplain"]["state"] == "broken" and "tplain_v1.so was never linked" in entries["tplain"]["reasons"][0]
     assert entries["tinl"]["state"] == "broken" and "truncated" in entries["tinl"]["reasons"][0]
-    assert entries["failed"]["state"] == "broken" and "build.log" in entries["failed"]["reasons"][0]
+    assert entries["stopped"]["state"] == "interrupted" and "build-cpu" in entries["stopped"]["reasons"][0]
+    assert entries["failed"]["state"] == "failed" and "build.log" in entries["failed"]["reasons"][0]
     res = run("verify", root=cache)
     assert res.exit_code == 1
-    assert "4 broken" in res.output
+    assert "3 broken" in res.output and "1 failed, 1 interrupted" in res.output
 
 
 def test_verify_checks_content_against_the_manifest_without_importing(cache):
@@ -426,7 +432,11 @@ def test_prune_by_versions_age_and_size(cache):
     assert res.exit_code == 0 and "last used 40" in res.output
     assert not (cache / "tinl").exists() and tiny_entry(cache).exists()
     res = run("prune", "--max-size", "0", root=cache)
-    assert res.exit_code == 0 and listing(cache) == {}
+    assert res.exit_code == 0, res.output
+    # the builds today's sources load stay (clean removes them); inline builds are the cache's own
+    left = listing(cache)
+    assert set(left) == {"tiny", "tplain"}, res.output
+    assert all(e["state"] == "fresh" and len(e["versions"]) == 1 for e in left.values()), left
     for bad, msg in ((["--older-than", "soon"], "--older-than"), (["--max-size", "lots"], "--max-size"),
                      (["--older-than", "nand"], "finite"), (["--older-than", "infd"], "finite"),
                      (["--max-size", "inf"], "finite"), (["--max-size", "nanG"], "finite"),
@@ -494,6 +504,11 @@ def test_roots_that_are_not_an_extensions_cache_are_refused(tmp_path, cache):
     res = run("list", "--force", root=home)
     assert res.exit_code == 0 and "no builds" in res.output
     assert run("list", root=tmp_path / "missing").exit_code == 2
+    starting = tmp_path / "starting"                # a first build probing the compiler: its lock only
+    starting.mkdir()
+    (starting / layout.TOOL_PROBE_LOCK).write_text("")
+    res = run("list", root=starting)
+    assert res.exit_code == 0 and "no builds" in res.output, res.output
 
 
 def test_a_clean_that_dies_halfway_leaves_nothing_that_loads_and_the_next_one_finishes(cache, monkeypatch):

@@ -7,7 +7,8 @@
 
 The build key covers every source and every header the compiler reported including (from its
 depfiles), all flags, the target archs, and the torch, CUDA, compiler and kwb format versions.
-A failed build records nothing, so fixing the error and loading again always rebuilds.
+A failed compile writes only build-<device>/.kwb-failed.json (for `kwb cache`), never a
+manifest, so fixing the error and loading again always rebuilds.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from cache_tools.tool_versions import tool_version
 from . import light_headers, notices, pch, resources, toolchain
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
-from .locking import BuildLock
+from .locking import BuildLock, clear_dead_owner
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource, common_dir
 
@@ -188,6 +189,7 @@ def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build 
         if problem:
             notices.once(f"damaged:{library}:{problem}", f"kwb: {source.name} ({config.device}): {problem}; building it again")
             continue
+        clear_dead_owner(entry / layout.LOCK_NAME)
         return Build(source.name, config.device, base, manifest.key, library, path, manifest)
     for path, why in unreadable:
         notices.once(f"manifest:{path}:{why}", f"kwb: {source.name} ({config.device}): its manifest {path.name} {why}; "
@@ -325,6 +327,20 @@ def _record_inputs(build_dir: Path, plan: NinjaPlan, deps: dict[str, list[str]])
 
 
 _DISK_FULL = "No space left on device"  # strerror(ENOSPC), as gcc, as and ld print it
+_INTERRUPTED = "ninja: build stopped: interrupted by user"  # ninja's words on SIGINT or SIGTERM
+
+
+def _record_failure(build_dir: Path, source: KernelSource, config: BuildConfig, src_hashes: dict[str, str],
+                    log_path: Path, output: str) -> None:
+    """build-<device>/.kwb-failed.json: the compiler exited non-zero on these sources. `kwb
+    cache` tells such an entry (failed) from one whose build was stopped (interrupted) by it."""
+    first = next((l.strip() for l in output.splitlines() if re.search(r"(^|: )(fatal )?error\b", l)), "")
+    record = {"name": source.name, "device": config.device, "failed_at": time.time(), "log": str(log_path),
+              "sources": src_hashes, "error": first[:300]}
+    try:
+        atomic_write_text(build_dir / layout.FAILURE_RECORD, json.dumps(record, indent=1))
+    except OSError:
+        pass  # a full or read-only cache: the BuildError still says what failed
 
 
 def _cache_write_failure(e: OSError, entry: Path) -> bool:
@@ -371,7 +387,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
-    compile_window = _Window(build_dir / ".kwb-compiling")
+    compile_window = _Window(build_dir / layout.COMPILE_MARKER)
     started = time.time()
     toolchain.announce_build_choices()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
@@ -400,6 +416,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
 
     if not ok:
         feedback.done(False)
+        if _INTERRUPTED not in last:  # Ctrl-C reaches ninja too: that is an interruption, not a failure
+            _record_failure(build_dir, source, config, src_hashes, log_path, last)
         if _DISK_FULL in last:  # the compiler or linker ran out of disk, not the user's code
             raise cache_error(OSError(errno.ENOSPC, _DISK_FULL), build_dir, f"{source.name}'s objects (see {log_path})")
         found = diagnostics.parse(last, cwd=str(build_dir))
@@ -437,6 +455,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         binding=source.binding, resources={"functions": [f.to_dict() for f in functions]} if functions else {})
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
     manifest.write(manifest_path)  # last: marks the build whole
+    (build_dir / layout.FAILURE_RECORD).unlink(missing_ok=True)
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)

@@ -126,3 +126,34 @@ class BuildLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def clear_dead_owner(path: Path) -> None:
+    """Empty a lock file that still names a builder that was interrupted (killed before it could
+    empty it), once this process found a finished build to load: otherwise `kwb cache list`
+    keeps calling the entry a stale lock after every good load. One stat when the file is
+    empty; never touches a lock that a live build holds, nor this process's own record."""
+    try:
+        if os.stat(path).st_size == 0:
+            return
+    except OSError:
+        return
+    owner = read_owner(path)
+    if owner is None or (owner.pid == os.getpid() and owner.on_this_host):
+        return
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return  # a read-only cache: the record stays, the load goes on
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # a build holds it: its record is alive
+        try:
+            if same_file(fd, path) and read_owner(path) == owner:
+                os.ftruncate(fd, 0)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
