@@ -247,7 +247,9 @@ def _build_folder(path: Path) -> BuildFolder | None:
             failure = None
         if not isinstance(failure, dict) or not isinstance(failure.get("failed_at"), (int, float)):
             failure = {"failed_at": _mtime(path / layout.FAILURE_RECORD) or 0.0, "damaged": True}
-    return BuildFolder(path.name[len("build-"):], path,
+    kind = path.name[len("build-"):]
+    # an NVRTC kernel's folder (build-nvrtc/) holds its compile logs; its builds are CUDA's
+    return BuildFolder("cuda" if kind == "nvrtc" else kind, path,
                        _mtime(path / layout.COMPILE_MARKER) if layout.COMPILE_MARKER in names else None,
                        failure, sum(n.endswith(".o") for n in names))
 

@@ -68,3 +68,25 @@ def test_a_cuda_function_handed_a_cpu_tensor_is_refused_by_name():
                        functions=["twice"], device="cuda")
     with pytest.raises(RuntimeError, match=r"twice: argument 0 is a tensor on cpu, but this op runs CUDA code .*x\.cuda\(\)"):
         k.twice(torch.ones(3), 1.0)
+
+
+def test_a_flags_string_splits_into_flags_as_the_shell_splits_it_under_torch():
+    """torch writes extra_*flags into build.ninja unquoted, so one string of several flags (as
+    lecture notebooks pass it) reaches the compiler as several; quotes group as in the shell."""
+    from workbench.build.loader import compiler_flags
+
+    assert compiler_flags("-O3 --use_fast_math -lineinfo", "extra_cuda_cflags") == ["-O3", "--use_fast_math", "-lineinfo"]
+    assert compiler_flags(['-DMSG="a b"', "-O2"], "extra_cflags") == ["-DMSG=a b", "-O2"]
+    assert compiler_flags(None, "extra_ldflags") == []
+    with pytest.raises(ValueError, match=r"extra_cflags: .* does not split into flags"):
+        compiler_flags('-D"x', "extra_cflags")
+
+
+@pytest.mark.nvcc
+def test_torchs_load_inline_takes_one_string_of_cuda_flags():
+    """nvcc gets '-O3 --use_fast_math' as two flags (a single argument failed: nvcc fatal: '3
+    --use_fast_math': expected a number)."""
+    cuda = "__global__ void k(float* x) { x[0] = __expf(x[0]); }\nvoid launch(float* x) { k<<<1, 1>>>(x); }\n"
+    m = wb.load_inline(name="inline_flag_string", cpp_sources="void launch(float* x);\nvoid touch() {}\n", cuda_sources=cuda,
+                       functions=["touch"], extra_cuda_cflags="-O3 --use_fast_math", with_cuda=True)
+    assert callable(m.touch)

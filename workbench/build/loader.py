@@ -1,6 +1,7 @@
 """wb.load(): a kernel folder in, a Kernel with callable ops out, compiling only when needed."""
 from __future__ import annotations
 
+import shlex
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +64,16 @@ def flag_list(value, what: str) -> list[str]:
     if not all(isinstance(v, str) for v in items):
         raise TypeError(f"{what} must be a string or a list of strings, got {value!r}")
     return items
+
+
+def compiler_flags(value, what: str) -> list[str]:
+    """extra_cflags, extra_cuda_cflags, extra_ldflags as the compiler sees them under torch:
+    torch writes each item into build.ninja unquoted, so the shell splits "-O3 --use_fast_math"
+    (one string, as lecture notebooks pass it) into two flags; kwb splits it the same way."""
+    try:
+        return [part for item in flag_list(value, what) for part in shlex.split(item)]
+    except ValueError as e:  # an unclosed quote, which the shell would refuse as well
+        raise ValueError(f"{what}: {value!r} does not split into flags: {e}") from None
 
 
 def torch_device(with_cuda, device, what: str):
@@ -139,6 +150,6 @@ def load(name: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=No
         source.python_module = False
     source.use_pch = use_pch
     root = Path(build_directory).expanduser() if build_directory is not None else None
-    return load_source(source, device, verbose, force, flag_list(extra_cflags, "extra_cflags"),
-                       flag_list(extra_cuda_cflags, "extra_cuda_cflags"), flag_list(extra_ldflags, "extra_ldflags"), root=root,
+    return load_source(source, device, verbose, force, compiler_flags(extra_cflags, "extra_cflags"),
+                       compiler_flags(extra_cuda_cflags, "extra_cuda_cflags"), compiler_flags(extra_ldflags, "extra_ldflags"), root=root,
                        jobs=jobs)
