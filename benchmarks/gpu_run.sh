@@ -96,6 +96,7 @@ if wants tolerance; then
   python benchmarks/tolerance_vs_eager.py --out "$res" > "$out/tolerance.log" 2>&1
   fact tolerance_rc "$?"
   fact tolerance_s "$(since "$t")"
+  cp "$res"/tolerance_vs_eager.json "$res"/tolerance_vs_eager.md "$run_dir/" 2>/dev/null
   tail -40 "$out/tolerance.log"
 fi
 
@@ -116,6 +117,7 @@ if wants pytest || wants sanitize; then
   fi
   wait
   tail -4 "$out/sanitize.log" 2>/dev/null
+  cp "$res"/sanitize.json "$res"/sanitize.md "$run_dir/" 2>/dev/null  # this run's, read by gpu_summary.py
 fi
 
 if wants jit; then
