@@ -25,7 +25,7 @@ from cache_tools.manifest import Manifest, library_problem
 from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
-from . import light_headers, notices, pch, resources, toolchain
+from . import header_cost, light_headers, notices, pch, resources, toolchain
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .locking import BuildLock
@@ -468,6 +468,9 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     manifest.write(manifest_path)  # last: marks the build whole
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
+    if source.torch_style:
+        header_cost.after_build(entry.parent, source.name, config.nvcc, config.cuda_cflags, source.module_name, build_dir,
+                                plan.steps, started, source.display_paths)
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)
 
 
