@@ -123,9 +123,11 @@ def header_for(root: Path, cxx: str, flags: list[str], what: str = "torch/extens
 
 def start(entry: Path, cxx: str, flags: list[str], what: str) -> subprocess.Popen | None:
     """Compile the entry's .gch in a detached process of lower priority, unless it is there, this
-    process started one, or an earlier compile failed. Detached: a script that loads, runs and
+    process's compile of it still runs, or an earlier compile failed (another process's
+    compile makes this one's end at once: the lock). Detached: a script that loads, runs and
     exits still leaves a .gch for its next run."""
-    if ready(entry) or entry in _started:
+    running = _started.get(entry)
+    if ready(entry) or (running is not None and running.poll() is None):
         return None
     if (entry / FAILED).exists():
         notices.once(f"pch-failed:{entry}", f"kwb: precompiling {what} failed before (see {entry / layout.BUILD_LOG}); "
