@@ -26,7 +26,7 @@ from cache_tools.manifest import Manifest, library_problem
 from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
-from . import light_headers, notices, pch, resources, toolchain
+from . import header_cost, light_headers, notices, pch, resources, toolchain
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .locking import BuildLock, clear_dead_owner
@@ -258,24 +258,47 @@ def _step_flags(source: KernelSource, path: Path, pch_for, full_units: set[str])
 
 
 def _pch_headers(source: KernelSource, config: BuildConfig, root: Path):
-    """pch_for(light): the precompiled torch/extension.h (lighter or torch's own) for this
-    build's C++ units, compiled on first use; None where none applies (kwb's own kernels,
-    use_pch=False, not GCC)."""
+    """pch_for(light): the include file of the precompiled torch/extension.h (lighter or
+    torch's own) for this build's C++ units; None where none applies (kwb's own kernels,
+    use_pch=False, not GCC). pch_for.start() starts compiling, in the background, each .gch
+    that is not there yet: the units never wait for one."""
     made: dict[bool, Path | None] = {}
+    jobs: dict[Path, tuple[list[str], str]] = {}
 
     def pch_for(light: bool) -> Path | None:
         if not source.torch_style or source.use_pch is False:
             return None
         if light not in made:
             flags = pch.pch_flags(config.cflags, source.module_name) + ([f"-I{light_headers.folder(cuda=False)}"] if light else [])
-            made[light] = pch.ensure(root, config.cxx, flags, "kwb's lighter torch/extension.h" if light else "torch/extension.h",
-                                     [light_headers.folder(cuda=False) / "torch" / "extension.h"] if light else [])
+            what = "kwb's lighter torch/extension.h" if light else "torch/extension.h"
+            found = pch.header_for(root, config.cxx, flags, what,
+                                   [light_headers.folder(cuda=False) / "torch" / "extension.h"] if light else [])
+            made[light] = found[0] if found else None
+            if found:
+                jobs[found[1]] = (flags, what)
         return made[light]
+
+    def start() -> None:
+        for entry, (flags, what) in jobs.items():
+            pch.start(entry, config.cxx, flags, what)
+    pch_for.start = start
     return pch_for
 
 
 def _no_pch(light: bool) -> None:
     return None
+
+
+def _cores_to_spare(build_dir: Path, plan: NinjaPlan) -> bool:
+    """Whether a precompiled header can compile beside this build's units without slowing them:
+    a core for each unit to compile and two more. On the 2-core machine it did not (the tutorial
+    LLTM's cold build 37.6 s and 60.6 s beside it, 30.2 s and 41.7 s with it started after)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    units = sum(not (build_dir / s.obj).exists() for s in plan.steps)
+    return cores >= units + 2
 
 
 def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, full_units: set[str] = frozenset()) -> NinjaPlan:
@@ -391,6 +414,9 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     started = time.time()
     toolchain.announce_build_choices()
     feedback = BuildFeedback(f"{source.name} ({config.device})", verbose)
+    beside = _cores_to_spare(build_dir, plan)
+    if beside:
+        pch_for.start()
     ok, output = run(config.ninja, build_dir, plan, feedback, jobs)
     last = output  # the attempt whose diagnostics a failure reports
     from . import diagnostics  # only builds parse compiler output
@@ -402,6 +428,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         # units that failed against the lighter header are compiled again with torch's own; those
         # that then compile need it from now on, and a unit that still fails reports torch's errors.
         plan = _plan(source, config, pch_for, full_units | failed)
+        if beside:
+            pch_for.start()
         ok, last = run(config.ninja, build_dir, plan, feedback, jobs)
         output += last
         names = {s.obj: str(s.source) for s in plan.steps}
@@ -411,6 +439,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
             light_headers.remember_full(build_dir, full_units)
             notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(fixed))} needs the whole torch/extension.h; "
                         "compiled it with torch's own (remembered for this build folder)")
+    pch_for.start()  # what did not start beside the units starts now, for the next build
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)
 
@@ -458,6 +487,9 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     (build_dir / layout.FAILURE_RECORD).unlink(missing_ok=True)
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")
+    if source.torch_style:
+        header_cost.after_build(entry.parent, source.name, config.nvcc, config.cuda_cflags, source.module_name, build_dir,
+                                plan.steps, started, source.display_paths)
     return Build(source.name, config.device, base, key, library, manifest_path, manifest, compiled=True)
 
 
