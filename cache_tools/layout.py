@@ -43,6 +43,7 @@ COMPILE_MARKER = ".kwb-compiling"  # in build-<device>/: its mtime is the last c
 FAILURE_RECORD = ".kwb-failed.json"  # in build-<device>/: the last compile failed (when, which sources, the log)
 PCH_HEADER = "torch_extension.h"  # includes torch/extension.h; its .gch lies beside it
 PCH_RECORD = "pch.json"  # written last: the compiler, flags, seconds and size of the .gch
+PCH_FAILED = "pch.failed"  # written where precompiling the header failed
 
 
 def python_tag() -> str:

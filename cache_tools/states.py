@@ -139,6 +139,9 @@ def _pch_state(v: Version, run: environment.Running) -> tuple[str, list[str]]:
     """A precompiled header: whole once its record is written; stale once torch changed (GCC
     would refuse it then, and kwb compiles another)."""
     if v.record is None:
+        if any(f.name == layout.PCH_FAILED for f in v.files):
+            return "failed", [f"precompiling the header failed (see {v.files[0].parent / layout.BUILD_LOG}); "
+                              "units read the header itself; `kwb cache prune --pch` lets the next build try again"]
         return "interrupted", ["no finished precompiled header (stopped while compiling)"]
     if v.library is None:
         return "broken", [f"no precompiled header: {v.name} is missing"]

@@ -670,3 +670,22 @@ def test_du_shows_the_precompiled_headers_and_prune_pch_drops_them(tmp_path):
     assert not fresh.exists() and (root / "kwb_other-0000").exists()
     assert json.loads(CliRunner().invoke(cache_cli, ["du", "--json", "--root", str(root), "--force"]).output)["pch"] == \
         {"entries": 0, "bytes": 0}
+
+
+def test_a_failed_precompiled_header_reads_failed_and_verify_passes(tmp_path):
+    """The header's compile failed (pch.failed, no .gch, no record): its own state, not damage
+    and not an interrupted compile; units read the header itself meanwhile."""
+    root = tmp_path / "torch_extensions"
+    entry = _precompiled_header(root, "00112233aabbccdd", 2**10)
+    (entry / f"{layout.PCH_HEADER}.gch").unlink()
+    (entry / layout.PCH_RECORD).unlink()
+    (entry / layout.PCH_FAILED).write_text("exit status 1\n")
+    (entry / layout.LOCK_NAME).touch()  # pch.py compiles under the entry's lock, whose file stays
+    [found] = api.open_cache(root, force=True).entries
+    assert found.state == "failed", (found.state, found.reasons)
+    assert "prune --pch" in " ".join(found.reasons)
+    res = CliRunner().invoke(cache_cli, ["verify", "--root", str(root), "--force"])
+    assert res.exit_code == 0, res.output
+    (entry / layout.PCH_FAILED).unlink()  # no marker: a compile that stopped
+    [found] = api.open_cache(root, force=True).entries
+    assert found.state == "interrupted"

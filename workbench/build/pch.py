@@ -38,7 +38,7 @@ from .locking import BuildLock
 from .ninja import die_with_parent
 
 HEADER = layout.PCH_HEADER
-FAILED = "pch.failed"  # the compile failed: units read the header itself; `kwb cache prune --pch` retries
+FAILED = layout.PCH_FAILED  # the compile failed: units read the header itself; `kwb cache prune --pch` retries
 _HEADER_TEXT = "#include <torch/extension.h>\n"
 _NICE = 10  # below the units' compilers, which the user waits for
 _FIRST_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
