@@ -26,7 +26,7 @@ from pathlib import Path
 from cache_tools.fsutil import atomic_write_text
 from cache_tools.tool_versions import file_ident
 
-from . import notices, toolchain
+from . import detached, notices, toolchain
 
 FOLDER = ".kwb-header-cost"  # at the cache root: one <key>.json per nvcc, torch and flag set
 DOMINATES = 0.5  # the header's share of a unit's compile from which the notice shows
@@ -110,11 +110,7 @@ def start(root: Path, key: str, nvcc: str, flags: list[str]) -> subprocess.Popen
     """Measure in a detached process of lower priority, once per process and key."""
     if key in _started:
         return None
-    job = json.dumps({"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.build.header_cost", job], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = detached.start("workbench.build.header_cost", {"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
     _started[key] = proc
     return proc
 

@@ -33,7 +33,7 @@ from cache_tools import layout
 from cache_tools.fsutil import atomic_write_text, sha256_file
 from cache_tools.tool_versions import tool_version
 
-from . import notices, toolchain
+from . import detached, notices, toolchain
 from .locking import BuildLock
 from .ninja import die_with_parent
 
@@ -133,13 +133,9 @@ def start(entry: Path, cxx: str, flags: list[str], what: str) -> subprocess.Pope
         notices.once(f"pch-failed:{entry}", f"kwb: precompiling {what} failed before (see {entry / layout.BUILD_LOG}); "
                                             "compiling without it")
         return None
-    job = json.dumps({"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
-    repo = str(Path(__file__).resolve().parents[2])  # workbench/ and cache_tools/ for the child's imports
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]))
     notices.once(f"pch-start:{entry}", f"kwb: precompiling {what} in the background, for the next compiles "
                                        "(once per compiler, torch and flags)")
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.build.pch", job], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = detached.start("workbench.build.pch", {"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
     _started[entry] = proc
     return proc
 
