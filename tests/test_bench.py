@@ -118,7 +118,9 @@ def test_a_vendor_route_and_a_flops_model_get_their_columns(session, monkeypatch
     assert set(by) == {"kwb", "eager", "F.relu"} and report.ok
     assert by["kwb"]["speedup_vs_vendor"] == _speedup(by["kwb"], by["F.relu"])
     assert by["kwb"]["tflops"] == pytest.approx(2 * 4096 / (by["kwb"]["median_us"] * 1e-6) / 1e12)
-    assert ("× vendor" in report._repr_markdown_()) == (by["kwb"]["speedup_vs_vendor"] is not None)
+    # the column shows where any row has a speedup over the vendor route (a timing taken on busy
+    # cores has none: timing.distrust)
+    assert ("× vendor" in report._repr_markdown_()) == any(r["speedup_vs_vendor"] is not None for r in report.rows)
 
 
 def test_a_vendor_route_of_another_device_is_not_timed(session, monkeypatch):
