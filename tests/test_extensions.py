@@ -210,6 +210,18 @@ def test_torchs_keyword_call_of_the_tutorial_names_its_first_parameter_name(tmp_
     assert wb.load(name="relu_scale").ops  # a kwb kernel, named by keyword
 
 
+def test_one_kernel_built_into_two_build_directories_loads_from_both_in_one_process(tmp_path):
+    # torch takes an op namespace once a process: two cache roots hold two libraries of one build
+    from conftest import write_tiny_kernel
+
+    folder = write_tiny_kernel(tmp_path / "tiny", value="3.0")
+    first = wb.load(str(folder), device="cpu", build_directory=str(tmp_path / "a"))
+    second = wb.load(str(folder), device="cpu", build_directory=str(tmp_path / "b"))
+    assert first.build.library != second.build.library
+    for kernel in (first, second):
+        torch.testing.assert_close(kernel.add_value(torch.zeros(3)), torch.full((3,), 3.0))
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda: wb.load("x", sources=["nowhere.cpp"]), "sources: .*nowhere.cpp is not a file"),
     (lambda: wb.load("relu_scale", is_standalone=True), "is_standalone=True is not supported: kwb builds extensions to load"),

@@ -213,7 +213,10 @@ def _import_file(path: Path, module_name: str) -> ModuleType:
 
 
 def namespace_for(source: KernelSource, build: Build) -> str:
+    # the library's path is in it: the same build in two cache roots (build_directory=) is two
+    # libraries, and torch takes a namespace once a process
     h = hashlib.sha256(build.key.encode())
+    h.update(str(Path(build.library).resolve()).encode())
     if source.ops_file is not None:
         h.update(sha256_file(source.ops_file).encode())
     return f"kwb_{source.name}_{h.hexdigest()[:12]}"
