@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-_SESSION_CACHE = tempfile.mkdtemp(prefix="kwb-test-cache-")
+# One cache for the whole run, pytest-xdist's workers included: they start from the controller's
+# environment, so the shipped kernels are built once a run, not once a worker (kwb's lock lets
+# two workers ask for one build at once).
+_SESSION_CACHE = os.environ.get("KWB_TEST_SESSION_CACHE") or tempfile.mkdtemp(prefix="kwb-test-cache-")
+_OWNS_SESSION_CACHE = "KWB_TEST_SESSION_CACHE" not in os.environ
+os.environ["KWB_TEST_SESSION_CACHE"] = _SESSION_CACHE
 os.environ["TORCH_EXTENSIONS_DIR"] = _SESSION_CACHE
 os.environ.setdefault("KWB_CUDA_ARCH", "9.0")  # quiet the no-GPU arch notice; the H100's arch
 
@@ -55,8 +60,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(no_nvrtc)
 
 
+def pytest_xdist_auto_num_workers(config):
+    # `-n auto`: a worker a core up to 8; more workers than that fight over the GPU and the disk
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+    if _OWNS_SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 @pytest.fixture
