@@ -52,9 +52,11 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
     assert checks and all(r["passed"] for r in checks)
     assert {r["shape"] for r in checks} >= {"0", "1", "37", "199", "760", "1128"}
     pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
-    trusted = [r for r in bench if not r["trust"]]  # a timing taken on busy cores is in no plot
+    # a timing taken on busy cores is in no plot, and the speedup plot is of kwb's rows: on a busy
+    # machine every kwb row can be untrusted while an eager row (its own speedup 1.0) is trusted
+    trusted_kwb = [r for r in bench if not r["trust"] and r["provider"] == "kwb"]
     want = ["check_errors.png", "pct_of_ceiling.png"] + \
-        (["speedup.png"] if any(r["speedup_vs_eager"] or r["speedup_vs_compile"] for r in trusted) else [])
+        (["speedup.png"] if any(r["speedup_vs_eager"] or r["speedup_vs_compile"] for r in trusted_kwb) else [])
     assert pngs == want  # one size a kernel: no latency-vs-size
     assert re.search(r"Machine (quiet|busy): .*timings not trusted", index)
     assert all(f"plots/{name}" in index for name in pngs)
