@@ -542,7 +542,7 @@ def main() -> int:
 
     import torch
 
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     reason = toolchain.cuda_unavailable_reason()
     if reason is not None:

@@ -83,7 +83,7 @@ def _product(shape) -> int:
 
 def plan(names: list[str]) -> list[Run]:
     import workbench as wb
-    from workbench.build.sources import resolve
+    from workbench.jit.sources import resolve
 
     runs = []
     for name in names:
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("sanitize.py: needs a GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    from workbench.build.sources import builtin_names
+    from workbench.jit.sources import builtin_names
     from workbench.harness import results
 
     names = args.names or builtin_names()

@@ -76,7 +76,7 @@ def markdown(rows: list[dict], title: str) -> str:
 
 
 def main(argv=None) -> int:
-    from workbench.build.sources import builtin_names
+    from workbench.jit.sources import builtin_names
     from workbench.harness import results
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -1,6 +1,6 @@
 """The manifest of one finished kwb build: the only description of a build on disk.
 
-The builder (workbench.build.builder) writes one beside each library, last, so its presence
+The builder (workbench.jit.builder) writes one beside each library, last, so its presence
 means the library is whole; everything else (the warm load, `kwb cache`, reports) reads it
 through `Manifest.read`. A file that is not a whole manifest of this format reads as None,
 never as a half-filled object. `library_problem` checks a library (or cubin) against its

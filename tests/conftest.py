@@ -21,7 +21,7 @@ HAS_GPU = torch.cuda.is_available()
 
 
 def _has_nvcc() -> bool:
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     return toolchain.cuda_unavailable_reason() is None
 
@@ -30,7 +30,7 @@ HAS_NVCC = _has_nvcc()
 
 
 def _has_nvrtc() -> bool:
-    from workbench.build import nvrtc
+    from workbench.jit import nvrtc
 
     try:
         nvrtc.version()

@@ -85,7 +85,7 @@ def test_content_change_with_an_old_mtime_still_rebuilds(tiny_kernel):
 
 
 def test_failed_build_records_nothing_and_the_fix_rebuilds_in_the_same_process(tmp_path, cache_root):
-    from workbench.build.sources import resolve
+    from workbench.jit.sources import resolve
 
     folder = write_tiny_kernel(tmp_path / "broken", cpp=TINY_CPP.replace("return at::add", "return at::addd"))
     with pytest.raises(wb.BuildError) as info:
@@ -146,7 +146,7 @@ def test_headers_of_the_kernel_count_even_under_the_python_prefix(tmp_path):
     """An installed kwb keeps its kernels under site-packages; their headers must stay in the key."""
     import sys
 
-    from workbench.build.builder import _user_headers
+    from workbench.jit.builder import _user_headers
 
     own = tmp_path / "fake-prefix" / "kwb_kernels" / "common"
     inside = os.path.join(sys.prefix, "lib", "site-packages", "kwb_kernels", "common", "kwb_cuda.cuh")
@@ -274,7 +274,7 @@ def test_a_kernel_folder_whose_path_holds_dollar_or_hash_builds_and_tracks_its_h
 
 
 def test_depfile_escapes_read_back_as_the_paths(tmp_path):
-    from workbench.build.ninja import parse_depfile
+    from workbench.jit.ninja import parse_depfile
 
     dep = tmp_path / "x.o.d"
     dep.write_text("x.o: /tmp/a$$b/x.cpp /tmp/has\\ \\#hash/v.h \\\n /usr/include/y.h\n")
@@ -284,8 +284,8 @@ def test_depfile_escapes_read_back_as_the_paths(tmp_path):
 def test_a_load_failures_advice_names_the_users_folder_not_a_shipped_kernel(tiny_kernel):
     from types import SimpleNamespace
 
-    from workbench.build.kernel import _load_failure
-    from workbench.build.sources import resolve
+    from workbench.jit.kernel import _load_failure
+    from workbench.jit.sources import resolve
 
     build = SimpleNamespace(library=Path("/cache/tiny.cpu.x.y.so"), device="cpu")
     text = _load_failure(resolve(str(tiny_kernel)), build, OSError("file too short"))

@@ -380,7 +380,7 @@ def test_a_warm_load_whose_build_a_clean_removed_meanwhile_builds_again(tmp_path
     assert wb.load(folder, device="cpu").build.compiled
     code = textwrap.dedent(f"""
         import torch, workbench as wb
-        from workbench.build import builder
+        from workbench.jit import builder
         from cache_tools import api
         find = builder.find_cached
 
@@ -579,7 +579,7 @@ def test_a_clean_racing_a_real_build_leaves_that_build_usable(tmp_path, cache_ro
 
 
 def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp_path):
-    from workbench.build.locking import BuildLock
+    from workbench.jit.locking import BuildLock
 
     entry = tmp_path / "root" / "kwb_x"
     entry.mkdir(parents=True)
@@ -636,7 +636,7 @@ def test_an_unknown_name_suggests_the_closest_entry_before_any_shipped_kernel(tm
 
 
 def _precompiled_header(root: Path, key: str, size: int, torch_version: str | None = None) -> Path:
-    """A kwb_pch-<key>/ entry as workbench/build/pch.py writes one (the .gch's bytes made up)."""
+    """A kwb_pch-<key>/ entry as workbench/jit/pch.py writes one (the .gch's bytes made up)."""
     import torch
 
     entry = root / f"{layout.ENTRY_PREFIX}{layout.PCH_IDENT_PREFIX}{key}"

@@ -183,7 +183,7 @@ def test_an_unknown_kernel_name_exits_2_at_once_with_the_closest_name(tmp_path):
 
 
 def test_a_folder_path_is_not_judged_as_a_kernel_name(tmp_path, monkeypatch):
-    from workbench.build.sources import unknown_name_error
+    from workbench.jit.sources import unknown_name_error
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine").mkdir()
@@ -198,8 +198,8 @@ def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path,
     from types import SimpleNamespace
 
     from workbench import runner
-    from workbench.build import parallel
-    from workbench.build.errors import KernelNotFoundError
+    from workbench.jit import parallel
+    from workbench.jit.errors import KernelNotFoundError
     from workbench.harness import benchmark
     from workbench.report import folder as report_files
 
@@ -238,8 +238,8 @@ def test_kwb_version_is_the_version_reports_record_and_one_is_singular(tmp_path,
     from rich.console import Console
 
     from workbench import runner
-    from workbench.build import parallel
-    from workbench.build.errors import KernelNotFoundError
+    from workbench.jit import parallel
+    from workbench.jit.errors import KernelNotFoundError
     from workbench.harness import benchmark
     from workbench.harness.results import kwb_version
     from workbench.report.render import counted

@@ -7,7 +7,7 @@ import torch
 
 import workbench as wb
 from conftest import TINY_CPP, write_tiny_kernel
-from workbench.build import diagnostics, toolchain
+from workbench.jit import diagnostics, toolchain
 
 
 def test_build_error_points_into_the_users_file_with_line_column_and_caret(tmp_path):
@@ -145,7 +145,7 @@ def test_lld_undefined_symbols_are_parsed():
 
 def test_kwb_list_names_why_a_cuda_state_cannot_be_built(monkeypatch):
     from workbench import cli
-    from workbench.build import sources
+    from workbench.jit import sources
 
     monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
     state = cli._state(sources.resolve("relu_scale"), "cuda")

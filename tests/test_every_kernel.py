@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import workbench as wb
-from workbench.build import kernel as kernel_module
+from workbench.jit import kernel as kernel_module
 from workbench.spec import numel
 
 KERNELS = wb.list_kernels()

@@ -12,7 +12,7 @@ import torch
 import workbench as wb
 from cache_tools import layout
 from conftest import write_tiny_kernel
-from workbench.build.sources import resolve
+from workbench.jit.sources import resolve
 
 LOAD_AND_REPORT = """
 import json, torch, workbench as wb
@@ -66,7 +66,7 @@ def test_a_build_killed_mid_way_never_blocks_the_next_load(tmp_path, cache_root,
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from workbench.build.locking import BuildLock
+from workbench.jit.locking import BuildLock
 with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
     print("holding", flush=True)
     time.sleep(600)
@@ -75,7 +75,7 @@ with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
 WAIT_FOR_LOCK = """
 import sys
 from pathlib import Path
-from workbench.build.locking import BuildLock
+from workbench.jit.locking import BuildLock
 try:
     with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
         print("got it")

@@ -155,7 +155,7 @@ def test_a_kernel_shows_its_build_in_a_notebook(ip):
 
 
 def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys, monkeypatch):
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
     monkeypatch.setattr(toolchain, "cuda_unavailable_reason", lambda: "nvcc was not found")

@@ -93,7 +93,7 @@ def test_ceiling_by_size_draws_a_line_per_provider():
 
 
 def test_the_notebooks_device_is_where_kwb_builds():
-    from workbench.build import device as devices
+    from workbench.jit import device as devices
 
     assert nb.device() == devices.choose(None)
 
@@ -122,7 +122,7 @@ _LIVE_CELLS = [
     # one build, past the second after which it shows what compiles
     "from rich.console import Console\n"
     "from workbench import runner\n"
-    "from workbench.build import feedback\n"
+    "from workbench.jit import feedback\n"
     "fb = feedback.BuildFeedback('demo_kernel')\n"
     "fb.start -= 5\n"
     "fb.line('[1/2] CXX demo.cpp')\n"
@@ -180,7 +180,7 @@ class _Console:
 @pytest.mark.parametrize("env, expected", [({}, False), ({"JPY_SESSION_NAME": "nb.ipynb"}, True), ({"VSCODE_PID": "1"}, True),
                                            ({"KWB_LIVE": "1"}, True), ({"KWB_LIVE": "0", "JPY_SESSION_NAME": "nb.ipynb"}, False)])
 def test_a_jupyter_kernel_draws_live_only_where_a_frontend_draws_widgets(monkeypatch, env, expected):
-    from workbench.build import feedback
+    from workbench.jit import feedback
 
     for name in ("KWB_LIVE", "JPY_SESSION_NAME", "VSCODE_PID"):
         monkeypatch.delenv(name, raising=False)

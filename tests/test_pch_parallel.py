@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.build import header_cost, pch
+from workbench.jit import header_cost, pch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 pytestmark = pytest.mark.slow  # every test builds a torch-style extension from an empty cache (20-40 s each)

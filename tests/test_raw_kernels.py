@@ -13,7 +13,7 @@ import torch
 import workbench as wb
 from cache_tools import api
 from conftest import run_python
-from workbench.build import nvrtc, raw_kernel, signature
+from workbench.jit import nvrtc, raw_kernel, signature
 
 pytestmark = pytest.mark.nvrtc
 
@@ -63,7 +63,7 @@ def test_unchanged_source_is_a_cache_hit_in_memory_on_disk_and_in_a_fresh_proces
     assert not from_disk.compiled and from_disk.key == first.key
     res = run_python(f"""
         import json, workbench as wb
-        from workbench.build import nvrtc
+        from workbench.jit import nvrtc
         nvrtc.compile = None   # calling it would fail: the cubin must come from the disk
         k = wb.cuda_kernel({RELU_SCALE!r}, "relu_scale", arch="9.0")
         print(json.dumps({{"compiled": k.compiled, "key": k.key}}))
@@ -313,7 +313,7 @@ class FakeDriver:
 
 @pytest.mark.parametrize("context", ["none", "the primary"])
 def test_a_launch_reaches_the_driver_in_its_order_inside_the_devices_context(relu, monkeypatch, context):
-    from workbench.build import cuda_driver
+    from workbench.jit import cuda_driver
 
     fake = FakeDriver(current_context=0 if context == "none" else 0xC0)
     monkeypatch.setattr(cuda_driver, "library", lambda: fake)

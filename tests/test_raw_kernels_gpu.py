@@ -160,7 +160,7 @@ def test_wb_check_and_bench_take_a_raw_op():
 
 
 def test_the_stream_handle_reaches_the_driver(monkeypatch):
-    from workbench.build import cuda_driver
+    from workbench.jit import cuda_driver
 
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale")
     seen = []

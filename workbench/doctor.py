@@ -29,7 +29,7 @@ def run_checks() -> list[Check]:
     from cache_tools import layout
     from cache_tools.tool_versions import tool_version
 
-    from .build import device as devices, toolchain
+    from .jit import device as devices, toolchain
 
     info = toolchain.torch_info()
     checks.append(Check("torch", "ok", f"{info.version}, built with CUDA {info.cuda or 'none (CPU-only build)'}, C++ {info.cxx_standard}"))
@@ -64,8 +64,8 @@ def run_checks() -> list[Check]:
             checks.append(Check("nvcc", "ok", f"{nvcc}: CUDA {nv}"))
 
     if info.cuda is not None:
-        from .build import nvrtc
-        from .build.errors import ToolchainError
+        from .jit import nvrtc
+        from .jit.errors import ToolchainError
 
         try:
             checks.append(Check("nvrtc", "ok", f"{nvrtc.version()} at {nvrtc.library_path() or 'libnvrtc'}: raw kernels "

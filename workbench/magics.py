@@ -108,10 +108,10 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
     """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
     "built in N s" or "cached"), or (None, the line saying why) for a %%cuda cell skipped on a machine that can
     neither build nor run CUDA; raises CellBuildError when it does not build."""
-    from .build import device as devices
-    from .build.errors import KwbError
-    from .build.inline import load_inline
-    from .build.kernel import loaded_kernels
+    from .jit import device as devices
+    from .jit.errors import KwbError
+    from .jit.inline import load_inline
+    from .jit.kernel import loaded_kernels
 
     args = parse_line(magic, line)
     flags = shlex.split(args.flags)
@@ -151,8 +151,8 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
 def run_kernel_cell(line: str, cell: str, namespace: dict):
     """Compile a %%cuda_kernel cell with NVRTC and bind NAME to the raw kernel. Returns (RawKernel,
     the line to print); raises CellBuildError when NVRTC rejects it."""
-    from .build.errors import KwbError
-    from .build.raw_kernel import cuda_kernel
+    from .jit.errors import KwbError
+    from .jit.raw_kernel import cuda_kernel
 
     args = parse_line("cuda_kernel", line)
     try:

@@ -45,7 +45,7 @@ def _progress(console):
     (a log, a notebook run by nbclient) the finished bars print once, as plain output."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .build import feedback
+    from .jit import feedback
 
     shown_live = feedback.live(console)
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -65,9 +65,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from rich.console import Console
     from rich.markup import escape
 
-    from .build import device as devices
-    from .build.parallel import load_all
-    from .build.sources import builtin_names, unknown_name_error
+    from .jit import device as devices
+    from .jit.parallel import load_all
+    from .jit.sources import builtin_names, unknown_name_error
     from .harness import benchmark as benching
     from .harness import correctness as checking
     from .report.folder import BuildRecord

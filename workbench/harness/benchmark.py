@@ -32,8 +32,8 @@ import torch
 
 from cache_tools.resources import functions_of
 
-from ..build import device as devices
-from ..build import notices
+from ..jit import device as devices
+from ..jit import notices
 from . import launches, results, timing
 from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
                     input_sets, kernel_and_device, new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes,

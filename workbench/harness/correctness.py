@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..build import device as devices
+from ..jit import device as devices
 from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
                     input_sets, kernel_and_device,
                     new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,

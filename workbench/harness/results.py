@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.errors import KwbError
+from ..jit.errors import KwbError
 
 BENCH_COLUMNS = [
     "kernel", "op", "provider", "dtype", "shape", "numel", "method",

@@ -110,7 +110,7 @@ def start(root: Path, key: str, nvcc: str, flags: list[str]) -> subprocess.Popen
     """Measure in a detached process of lower priority, once per process and key."""
     if key in _started:
         return None
-    proc = detached.start("workbench.build.header_cost", {"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
+    proc = detached.start("workbench.jit.header_cost", {"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
     _started[key] = proc
     return proc
 

@@ -135,7 +135,7 @@ def start(entry: Path, cxx: str, flags: list[str], what: str) -> subprocess.Pope
         return None
     notices.once(f"pch-start:{entry}", f"kwb: precompiling {what} in the background, for the next compiles "
                                        "(once per compiler, torch and flags)")
-    proc = detached.start("workbench.build.pch", {"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
+    proc = detached.start("workbench.jit.pch", {"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
     _started[entry] = proc
     return proc
 

@@ -54,7 +54,7 @@ def _join(flags: list[str]) -> str:
 
 def render(plan: NinjaPlan) -> str:
     out = [
-        "# Written by kwb (workbench/build/ninja.py); rewritten on every build.",
+        "# Written by kwb (workbench/jit/ninja.py); rewritten on every build.",
         "ninja_required_version = 1.3",
         f"cxx = {plan.cxx}",
         f"cflags = {_join(plan.cflags)}",
