@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from .manifest import FORMAT
+
 ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"
 MANIFEST_SUFFIX = ".json"

@@ -67,7 +67,7 @@ class Manifest:
         atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def from_dict(cls, data) -> "Manifest | None":
+    def from_dict(cls, data) -> Manifest | None:
         """None unless data is a whole manifest of this format, every field of its type."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return None
@@ -84,11 +84,11 @@ class Manifest:
         return cls(**values)
 
     @classmethod
-    def read(cls, path: Path) -> "Manifest | None":
+    def read(cls, path: Path) -> Manifest | None:
         return cls.read_why(path)[0]
 
     @classmethod
-    def read_why(cls, path: Path) -> "tuple[Manifest | None, str]":
+    def read_why(cls, path: Path) -> tuple[Manifest | None, str]:
         """(the manifest, "") or (None, why the file is not one: "is not JSON", ...). A
         manifest of another format is None with no reason: it is not damaged, only older."""
         try:

@@ -37,7 +37,11 @@ def notebooks(names: list[str]) -> list[Path]:
 
 
 def _failures():
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import (
+        CellExecutionError,
+        CellTimeoutError,
+        DeadKernelError,
+    )
 
     return CellExecutionError, CellTimeoutError, DeadKernelError
 

@@ -34,11 +34,11 @@ def test_errors_point_at_the_line_of_the_string():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        (dict(), "give cpp= source"),
-        (dict(cpp=CPP), "name the functions to expose"),
-        (dict(cuda="__global__ void k() {}", functions=["k"]), "must be defined or declared in cpp="),
-        (dict(cpp=CPP, functions=["not valid"]), "functions must be C\\+\\+ identifiers"),
-        (dict(cuda="__global__ void k() {}", cpp=CPP, functions=["scaled"], device="cpu"), "cuda= source was given but device='cpu'"),
+        ({}, "give cpp= source"),
+        ({"cpp": CPP}, "name the functions to expose"),
+        ({"cuda": "__global__ void k() {}", "functions": ["k"]}, "must be defined or declared in cpp="),
+        ({"cpp": CPP, "functions": ["not valid"]}, "functions must be C\\+\\+ identifiers"),
+        ({"cuda": "__global__ void k() {}", "cpp": CPP, "functions": ["scaled"], "device": "cpu"}, "cuda= source was given but device='cpu'"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

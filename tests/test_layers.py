@@ -95,11 +95,10 @@ def test_no_private_name_crosses_a_package(path):
     broken = []
     for line, imported, names in _imports(path):
         other = imported.split(".")[0] if imported.split(".")[0] != "workbench" else ".".join(imported.split(".")[:2])
-        if other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools")):
-            if other != top:
-                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
-                if private:
-                    broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
+        if (other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools"))) and other != top:
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
     assert not broken, "\n".join(broken)
 
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(ROOT), "-w", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0, res.stderr
     [wheel] = tmp_path.glob("kwb-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -9,10 +9,10 @@ import struct
 
 import pytest
 import torch
+from conftest import run_python
 
 import workbench as wb
 from cache_tools import api
-from conftest import run_python
 from workbench.jit import nvrtc, raw_kernel, signature
 
 pytestmark = pytest.mark.nvrtc
@@ -130,15 +130,15 @@ def test_a_name_the_cubin_lacks_is_named_with_what_it_holds():
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(name="not a name"), ValueError, "name must be the kernel's C identifier"),
-    (dict(options=["-arch=sm_80"]), ValueError, "give the architecture as arch="),
-    (dict(options=[3]), TypeError, "options must be NVRTC options as strings"),
-    (dict(arch="banana"), ValueError, "arch must name a GPU architecture"),
-    (dict(source=b"bytes"), TypeError, "source must be CUDA C\\+\\+ text or the path of a .cu file"),
-    (dict(source="/nowhere/k.cu"), FileNotFoundError, "source: cannot read /nowhere/k.cu"),
+    ({"name": "not a name"}, ValueError, "name must be the kernel's C identifier"),
+    ({"options": ["-arch=sm_80"]}, ValueError, "give the architecture as arch="),
+    ({"options": [3]}, TypeError, "options must be NVRTC options as strings"),
+    ({"arch": "banana"}, ValueError, "arch must name a GPU architecture"),
+    ({"source": b"bytes"}, TypeError, "source must be CUDA C\\+\\+ text or the path of a .cu file"),
+    ({"source": "/nowhere/k.cu"}, FileNotFoundError, "source: cannot read /nowhere/k.cu"),
 ])
 def test_bad_arguments_are_named(kwargs, error, message):
-    args = dict(source=RELU_SCALE, name="relu_scale", arch="9.0") | kwargs
+    args = {"source": RELU_SCALE, "name": "relu_scale", "arch": "9.0"} | kwargs
     with pytest.raises(error, match=message):
         wb.cuda_kernel(args.pop("source"), args.pop("name"), **args)
 

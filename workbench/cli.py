@@ -21,7 +21,7 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 DEVICES = click.Choice(["cpu", "cuda"])
 
-from cache_tools.resources import functions_of  # noqa: E402  (no torch, no rich: cheap)
+from cache_tools.resources import functions_of
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -46,7 +46,8 @@ def main() -> None:
 
 
 def _state(source, device: str) -> str:
-    from .jit import builder, device as devices, loader
+    from .jit import builder, loader
+    from .jit import device as devices
     from .jit.errors import KwbError
 
     root = loader.cache_root()
@@ -384,7 +385,7 @@ def doctor() -> None:
 
 
 # `kwb cache ...` lives in cache_tools (no torch import: it answers in well under a second)
-import cache_tools.cli as _cache_cli  # noqa: E402
+import cache_tools.cli as _cache_cli
 
 
 def _shipped_names() -> list[str]:

@@ -13,8 +13,8 @@ import contextlib
 import secrets
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -31,7 +31,7 @@ from . import detached, notices, toolchain
 FOLDER = ".kwb-header-cost"  # at the cache root: one <key>.json per nvcc, torch and flag set
 DOMINATES = 0.5  # the header's share of a unit's compile from which the notice shows
 _NICE = 10
-_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.M)
+_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)
 _started: dict[str, subprocess.Popen] = {}
 
 
@@ -126,7 +126,7 @@ def _cpu_seconds(cmd: list[str], cwd: Path) -> tuple[float | None, str]:
     host compiler): a niced measurement beside other work counts what the compile costs, not
     how long it waited for a core."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         return None, result.stdout + result.stderr

@@ -75,7 +75,7 @@ class Source:
         return f"{self.path.name}:{self.first}-{self.last}\n{self.text}"
 
 
-_CODE_NOISE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//[^\n]*', re.S)
+_CODE_NOISE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//[^\n]*', re.DOTALL)
 
 
 def _block_end(lines: list[str], start: int) -> int:
