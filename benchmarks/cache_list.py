@@ -110,8 +110,8 @@ def main() -> None:
     run = environment.running()
     lines = [f"# kwb cache list on {args.entries} entries",
              "",
-             f"{date.today().isoformat()}, {platform.node()} ({os.cpu_count()} cores), Python {platform.python_version()}, "
-             f"torch {run.torch}; states: {states}. `python benchmarks/cache_list.py --entries {args.entries}`.",
+             (f"{date.today().isoformat()}, {platform.node()} ({os.cpu_count()} cores), Python {platform.python_version()}, "
+              f"torch {run.torch}; states: {states}. `python benchmarks/cache_list.py --entries {args.entries}`."),
              "",
              "| what | median s | min s | max s |",
              "|---|---|---|---|"]

@@ -200,7 +200,7 @@ def can_mount_small_disk(where: Path) -> bool:
     if shutil.which("unshare") is None:
         return False
     return subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=8k tmpfs {where}"],
-                          capture_output=True).returncode == 0
+                          capture_output=True, check=False).returncode == 0
 
 
 def run_damage(work: Path, env: dict, args, tally: Tally) -> None:
@@ -345,9 +345,9 @@ def render(tallies: dict, args, elapsed: float) -> str:
     from workbench.harness.results import kwb_version
 
     lines = [f"# kwb chaos run, {date.today()}", "",
-             f"{platform.node()} ({os.cpu_count()} cores), Python {platform.python_version()}, torch {torch.__version__}, "
-             f"kwb {kwb_version()}; {elapsed:.0f} s; `python benchmarks/chaos.py --seconds {args.seconds:g} "
-             f"--loaders {args.loaders}`", "",
+             (f"{platform.node()} ({os.cpu_count()} cores), Python {platform.python_version()}, torch {torch.__version__}, "
+              f"kwb {kwb_version()}; {elapsed:.0f} s; `python benchmarks/chaos.py --seconds {args.seconds:g} "
+              f"--loaders {args.loaders}`"), "",
              "| part | tried | " + " | ".join(OUTCOMES) + " |", "|---|---:|" + "---:|" * len(OUTCOMES)]
     for part, t in tallies.items():
         lines.append(f"| {part} | {t.tried} | " + " | ".join(str(t.counts[o]) for o in OUTCOMES) + " |")

@@ -191,7 +191,7 @@ def run_child(job: dict, cache: Path) -> dict:
     env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(cache), PYTHONUNBUFFERED="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's Python keeps its bytecode: warm loads are timed so
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], capture_output=True, text=True,
-                          env=env, timeout=1800)
+                          env=env, timeout=1800, check=False)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"child {job} failed:\n{proc.stderr[-4000:]}")
@@ -243,7 +243,7 @@ def environment() -> dict:
 
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     try:
-        nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip().splitlines()[-1]
     except OSError:
         nvcc_version = "none"
     if torch.cuda.is_available():
@@ -260,9 +260,9 @@ def environment() -> dict:
 def markdown(report: dict) -> str:
     env = report["env"]
     lines = ["# Tutorial-way extensions: kwb beside torch.utils.cpp_extension", "",
-             f"{env['device']}, {env['cpus']} cores, torch {env['torch']}, CUDA {env['cuda']}, {env['nvcc']}, "
-             f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `python benchmarks/extension_loop.py`; "
-             f"edits: median of {report['repeat']}.", ""]
+             (f"{env['device']}, {env['cpus']} cores, torch {env['torch']}, CUDA {env['cuda']}, {env['nvcc']}, "
+              f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `python benchmarks/extension_loop.py`; "
+              f"edits: median of {report['repeat']}."), ""]
     names = {"cold": "cold build (empty cache)", "warm": "warm load, fresh process (after import torch and CUDA start)",
              "cu_edit": ".cu edit -> new result, same process", "cu_edit_fresh": ".cu edit -> new result, fresh process",
              "cpp_edit": ".cpp edit -> new result, same process", "cpp_edit_fresh": ".cpp edit -> new result, fresh process"}

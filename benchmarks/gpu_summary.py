@@ -12,7 +12,6 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-
 REQUIRED = ("commit", "date", "torch", "cuda", "build_all_cold_s", "kwb_run_cold_s", "kwb_run_cold_rc", "kwb_run_cached_s",
             "kwb_run_cached_rc", "pytest_passed", "pytest_failed", "sanitizer_errors", "notebooks_ok", "notebooks_failed")
 
@@ -53,8 +52,8 @@ def notebooks(log: Path) -> dict:
     if not log.exists():
         return {}
     text = log.read_text()
-    ok = re.findall(r"^(\S+\.ipynb): ok in", text, re.M)
-    failed = re.findall(r"^(\S+\.ipynb): FAILED", text, re.M)
+    ok = re.findall(r"^(\S+\.ipynb): ok in", text, re.MULTILINE)
+    failed = re.findall(r"^(\S+\.ipynb): FAILED", text, re.MULTILINE)
     return {"notebooks_ok": len(ok), "notebooks_failed": len(failed), "notebooks_failed_names": failed}
 
 

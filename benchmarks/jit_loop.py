@@ -336,7 +336,7 @@ def run_child(job: dict, env: dict) -> dict:
     boot = f"import sys; sys.path.insert(0, {str(BENCH_DIR)!r}); import jit_loop; jit_loop.child_main(sys.argv[1])"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", boot, json.dumps(job)], env=env, cwd=str(BENCH_DIR),
-                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
     wall = time.perf_counter() - t0
     lines = [l for l in proc.stdout.splitlines() if l.startswith(RESULT_MARKER)]
     if proc.returncode != 0 or not lines:
@@ -458,7 +458,7 @@ def slugify(text: str) -> str:
 def command_line(cmd: list[str], pick=None) -> str:
     """The first line of a command's output (or the first `pick` accepts); '' on failure."""
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=str(REPO)).stdout
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=str(REPO), check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return ""
     lines = [l.strip() for l in out.splitlines() if l.strip()]
@@ -520,10 +520,10 @@ def markdown(report: dict) -> str:
     out += [""] + [f"- {COLUMN_TITLES[a]}: not measured: {why}" for a, why in report.get("skipped", {}).items()]
     out += [
         "",
-        "Verdicts: new = the output had the value the edit predicts; STALE = the output from before "
-        "the edit; WRONG = neither; ok = cold/warm output correct. Without a GPU nothing runs: "
-        "new lib = a library (or cubin) written after the edit and not loaded before in that process; "
-        "STALE LIB = the process got back one it had already loaded (dlopen returns the old code).",
+        ("Verdicts: new = the output had the value the edit predicts; STALE = the output from before "
+         "the edit; WRONG = neither; ok = cold/warm output correct. Without a GPU nothing runs: "
+         "new lib = a library (or cubin) written after the edit and not loaded before in that process; "
+         "STALE LIB = the process got back one it had already loaded (dlopen returns the old code)."),
     ]
     return "\n".join(out) + "\n"
 
@@ -542,7 +542,7 @@ def main() -> int:
 
     import torch
 
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     reason = toolchain.cuda_unavailable_reason()
     if reason is not None:

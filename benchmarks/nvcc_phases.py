@@ -54,7 +54,7 @@ def _what(argv: list[str]) -> str:
 
 def _timed(command: str, env: dict, cwd: Path) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(["bash", "-c", command], env=env, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(["bash", "-c", command], env=env, cwd=cwd, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"nvcc_phases: failed ({done.returncode}): {command}\n{done.stderr[-3000:]}")
@@ -65,7 +65,7 @@ def dryrun(nvcc_command: str, keep: Path, cwd: Path) -> tuple[list[str], list[st
     """(the variables nvcc sets, as shell `export` lines; the commands it runs) for nvcc_command.
     nvcc's own pseudo-steps ('-- Filter Dependencies --') and clean-ups (rm) are left out."""
     out = subprocess.run(f"{nvcc_command} --dryrun --keep --keep-dir {shlex.quote(str(keep))}", shell=True, cwd=cwd,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     exports, commands = [], []
     for line in out.stderr.splitlines():
         if not line.startswith("#$ "):
@@ -92,7 +92,7 @@ def main() -> int:
 
     import torch
 
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     reason = toolchain.cuda_unavailable_reason()
     if reason:
@@ -106,7 +106,7 @@ def main() -> int:
         env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(work / "cache"))
         env.setdefault("KWB_CUDA_ARCH", "{}.{}".format(*torch.cuda.get_device_capability()) if gpu else "9.0")
         load = f"import time, torch; t=time.perf_counter(); import workbench as wb; wb.load({str(folder)!r}, device='cuda'); print(time.perf_counter()-t)"
-        first = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True)
+        first = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, check=False)
         if first.returncode != 0:
             raise SystemExit(f"nvcc_phases: the build failed:\n{first.stderr[-3000:]}")
         build_dir = next((work / "cache").glob("kwb_*/build-cuda"))
@@ -133,8 +133,8 @@ def main() -> int:
               "link": round(link, 3), "warm_load": round(statistics.median(loads), 3), "date": str(date.today()),
               "python": platform.python_version(), "repeat": args.repeat}
     lines = [f"# Where a `.cu` edit's seconds go: kernels/{args.kernel}/{args.kernel}.cu", "",
-             f"{report['device']}, torch {report['torch']}, {toolchain.nvcc_cuda_version(subprocess.run([toolchain.nvcc_path(), '--version'], capture_output=True, text=True).stdout) or 'nvcc'}; "
-             f"{report['date']}; median of {args.repeat}; `python benchmarks/nvcc_phases.py --kernel {args.kernel}`", "",
+             (f"{report['device']}, torch {report['torch']}, {toolchain.nvcc_cuda_version(subprocess.run([toolchain.nvcc_path(), '--version'], capture_output=True, text=True, check=False).stdout) or 'nvcc'}; "
+              f"{report['date']}; median of {args.repeat}; `python benchmarks/nvcc_phases.py --kernel {args.kernel}`"), "",
              "| phase | seconds |", "|---|---:|"]
     lines += [f"| {r['phase']} | {r['seconds']:.3f} |" for r in rows]
     lines += [f"| **the phases together** | **{sum(r['seconds'] for r in rows):.3f}** |",

@@ -14,9 +14,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from workbench import results  # noqa: E402
+from workbench import results
 
 
 def main() -> None:

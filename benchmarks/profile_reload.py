@@ -39,6 +39,7 @@ def main() -> None:
     folder = tmp / "relu_scale"
     shutil.copytree(REPO / "kernels" / "relu_scale", folder)
     import torch
+
     import workbench as wb
 
     t = time.perf_counter()
@@ -46,7 +47,7 @@ def main() -> None:
     print(f"cold load: {time.perf_counter() - t:.2f} s")
     build_dir = k.library_path.parent / "build-cuda"
     ninja = shutil.which("ninja")
-    commands = subprocess.run([ninja, "-t", "commands"], cwd=build_dir, capture_output=True, text=True).stdout.splitlines()
+    commands = subprocess.run([ninja, "-t", "commands"], cwd=build_dir, capture_output=True, text=True, check=False).stdout.splitlines()
     for cmd in commands:
         what = "link" if " -shared " in cmd else ("nvcc " if "nvcc" in cmd.split()[0] else "cxx  ") + cmd.split(" -c ")[-1].split()[0].rsplit("/", 1)[-1]
         print(f"{what:<28} {timed(cmd, build_dir):.2f} s")

@@ -83,7 +83,7 @@ def _product(shape) -> int:
 
 def plan(names: list[str]) -> list[Run]:
     import workbench as wb
-    from workbench.build.sources import resolve
+    from workbench.jit.sources import resolve
 
     runs = []
     for name in names:
@@ -103,7 +103,7 @@ def execute(run: Run, sanitizer: str, timeout: float) -> Run:
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     start = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO, check=False)
     except subprocess.TimeoutExpired as e:
         run.seconds = time.perf_counter() - start
         run.tail = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))[-2000:]
@@ -159,8 +159,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("sanitize.py: needs a GPU (torch.cuda.is_available() is False)", file=sys.stderr)
         return 2
-    from workbench.build.sources import builtin_names
     from workbench.harness import results
+    from workbench.jit.sources import builtin_names
 
     names = args.names or builtin_names()
     runs = plan(names)

@@ -66,8 +66,8 @@ def measure(names, device: str, full: bool, seed: int = 0) -> list[dict]:
 
 def markdown(rows: list[dict], title: str) -> str:
     lines = [title, "",
-             "| kernel | op | dtype | size | output | spec tolerance | kwb max err | eager max err | kwb rel L2 | eager rel L2 "
-             "| kwb outside | eager outside |", "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             ("| kernel | op | dtype | size | output | spec tolerance | kwb max err | eager max err | kwb rel L2 | eager rel L2 "
+              "| kwb outside | eager outside |"), "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['kernel']} | {r['op']} | {r['dtype']} | {r['size']} | {r['output']} | {r['tolerance']} "
                      f"| {r['kwb_max_abs']:.3g} | {r['eager_max_abs']:.3g} | {r['kwb_rel_l2']:.2e} | {r['eager_rel_l2']:.2e} "
@@ -76,8 +76,8 @@ def markdown(rows: list[dict], title: str) -> str:
 
 
 def main(argv=None) -> int:
-    from workbench.build.sources import builtin_names
     from workbench.harness import results
+    from workbench.jit.sources import builtin_names
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*")

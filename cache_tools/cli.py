@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Callable
 
 import click
 from rich.console import Console
@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import api, removal
-from .resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
 from .entries import Entry, Version
+from .resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -80,7 +80,7 @@ def _open(root, force: bool, deep: bool = False) -> api.Cache:
 
 # The names of the kernels kwb ships, for a did-you-mean on an unknown name; kwb's command sets
 # it (cache_tools does not import workbench).
-shipped_names: Callable[[], list[str]] = lambda: []
+shipped_names: Callable[[], list[str]] = list
 
 
 def _find(cache: api.Cache, names) -> list[Entry]:

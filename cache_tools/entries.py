@@ -281,7 +281,7 @@ def parse_build_ninja(path: Path) -> dict:
         elif line.startswith("nvcc ="):
             info["nvcc"] = line.split("=", 1)[1].strip()
         elif line.startswith("build ") and ":" in line:
-            outs, rest = line[len("build "):].split(":", 1)
+            _outs, rest = line[len("build "):].split(":", 1)
             words = rest.split()
             if words and words[0] in ("compile", "cuda_compile", "sycl_compile"):
                 info["sources"] += [w.replace("$ ", " ") for w in words[1:]]

@@ -34,7 +34,7 @@ class Running:
 
 
 def _version_field(text: str, name: str) -> str | None:
-    m = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
+    m = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.MULTILINE)
     return m.group(1) if m else None
 
 
@@ -56,7 +56,7 @@ def running() -> Running:
     return Running(python, version, git, cuda, torch_dir, layout.torch_tag(cuda))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lock_style_of(torch_dir: str | None) -> str:
     """How the torch installed at torch_dir locks a JIT build: "filelock" (flock, held by a
     live process only; seen in torch 2.15, pytorch#189245) or "baton" (FileBaton, seen in torch
@@ -84,7 +84,7 @@ def default_root() -> Path:
     return root if os.environ.get("TORCH_EXTENSIONS_DIR") else root.parent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler_version(path: str | None) -> str:
     """`path --version` now ('none' if it is gone), once per path and command. Kept in memory
     only: the cache commands write nothing but what they are asked to remove."""

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from .manifest import FORMAT
+
 ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"
 MANIFEST_SUFFIX = ".json"
@@ -37,7 +38,7 @@ BUILD_LOG = "build.log"
 TOOL_VERSIONS = ".kwb-tool-versions.json"  # the builder's compiler-version cache, at the root
 TOOL_PROBE_LOCK = ".kwb-tool-versions.lock"  # flock()ed while one process probes a compiler
 TRASH_DIR = ".kwb-trash"  # `kwb cache clean` moves an entry here (atomically) before deleting it
-# kwb_pch-<key>/: torch/extension.h precompiled for torch-style extensions (workbench/build/pch.py)
+# kwb_pch-<key>/: torch/extension.h precompiled for torch-style extensions (workbench/jit/pch.py)
 PCH_IDENT_PREFIX = "pch-"
 COMPILE_MARKER = ".kwb-compiling"  # in build-<device>/: its mtime is the last compile's start or end
 FAILURE_RECORD = ".kwb-failed.json"  # in build-<device>/: the last compile failed (when, which sources, the log)

@@ -51,7 +51,7 @@ class LockOwner:
     what: str = ""  # "relu_scale (cuda)"
 
     @classmethod
-    def current(cls, what: str) -> "LockOwner":
+    def current(cls, what: str) -> LockOwner:
         return cls(os.getpid(), socket.gethostname(), time.time(), what)
 
     def to_json(self) -> str:
@@ -93,7 +93,7 @@ class OpenFiles:
     complete: bool  # False when some processes' files could not be read (another user's)
 
     @classmethod
-    def scan(cls, under: Path) -> "OpenFiles":
+    def scan(cls, under: Path) -> OpenFiles:
         prefix = os.path.realpath(under) + os.sep
         holders: dict[str, list[int]] = {}
         complete = True

@@ -1,6 +1,6 @@
 """The manifest of one finished kwb build: the only description of a build on disk.
 
-The builder (workbench.build.builder) writes one beside each library, last, so its presence
+The builder (workbench.jit.builder) writes one beside each library, last, so its presence
 means the library is whole; everything else (the warm load, `kwb cache`, reports) reads it
 through `Manifest.read`. A file that is not a whole manifest of this format reads as None,
 never as a half-filled object. `library_problem` checks a library (or cubin) against its
@@ -67,7 +67,7 @@ class Manifest:
         atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def from_dict(cls, data) -> "Manifest | None":
+    def from_dict(cls, data) -> Manifest | None:
         """None unless data is a whole manifest of this format, every field of its type."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return None
@@ -84,11 +84,11 @@ class Manifest:
         return cls(**values)
 
     @classmethod
-    def read(cls, path: Path) -> "Manifest | None":
+    def read(cls, path: Path) -> Manifest | None:
         return cls.read_why(path)[0]
 
     @classmethod
-    def read_why(cls, path: Path) -> "tuple[Manifest | None, str]":
+    def read_why(cls, path: Path) -> tuple[Manifest | None, str]:
         """(the manifest, "") or (None, why the file is not one: "is not JSON", ...). A
         manifest of another format is None with no reason: it is not damaged, only older."""
         try:

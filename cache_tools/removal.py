@@ -375,7 +375,7 @@ def plan_prune(entries: list[Entry], older_than: float | None = None, max_size: 
             by_device: dict[str | None, list[Version]] = {}
             for v in e.versions:
                 by_device.setdefault(v.device, []).append(v)
-            for device, vs in by_device.items():
+            for vs in by_device.values():
                 # the build of today's sources first, then loadable versions: keeping the newest N
                 # must never keep a library with no manifest (a killed build's) in place of the
                 # only build a load can use

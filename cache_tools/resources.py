@@ -87,7 +87,7 @@ class FunctionResources:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data) -> "FunctionResources | None":
+    def from_dict(cls, data) -> FunctionResources | None:
         """None unless data holds every field with the right type."""
         if not isinstance(data, dict):
             return None

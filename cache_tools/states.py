@@ -140,8 +140,8 @@ def _pch_state(v: Version, run: environment.Running) -> tuple[str, list[str]]:
     would refuse it then, and kwb compiles another)."""
     if v.record is None:
         if any(f.name == layout.PCH_FAILED for f in v.files):
-            return "failed", [f"precompiling the header failed (see {v.files[0].parent / layout.BUILD_LOG}); "
-                              "units read the header itself; `kwb cache prune --pch` lets the next build try again"]
+            return "failed", [(f"precompiling the header failed (see {v.files[0].parent / layout.BUILD_LOG}); "
+                               "units read the header itself; `kwb cache prune --pch` lets the next build try again")]
         return "interrupted", ["no finished precompiled header (stopped while compiling)"]
     if v.library is None:
         return "broken", [f"no precompiled header: {v.name} is missing"]
@@ -212,8 +212,8 @@ def _last_compile(folder: BuildFolder | None, finished: float, hasher: Hasher) -
     if failed_at is not None and (started is None or failed_at >= started):
         return _unfinished(folder.device, "failed", _failure_reasons(folder, hasher))
     return _unfinished(folder.device, "interrupted", [
-        f"a build stopped before finishing (Ctrl-C, killed; {folder.objects} object files left in {folder.path.name}/); "
-        "the next load builds again"])
+        (f"a build stopped before finishing (Ctrl-C, killed; {folder.objects} object files left in {folder.path.name}/); "
+         "the next load builds again")])
 
 
 def _kwb_current(entry: Entry, hasher: Hasher) -> list[Version]:
@@ -269,7 +269,7 @@ def assess(entry: Entry, run: environment.Running, open_files: locks.OpenFiles, 
         if target:
             named = [v for v in entry.versions if v.library and v.library.name == target]
             if not named:
-                current = [Version(name=target[:-3] if target.endswith(".so") else target, device=None, library=None, files=[],
+                current = [Version(name=target.removesuffix(".so"), device=None, library=None, files=[],
                                    size=0, built=None, loaded=None, state="broken",
                                    reasons=[f"no library: {target} was never linked (a failed or killed build)"])]
             else:

@@ -12,8 +12,8 @@ import json
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import layout
 from .fsutil import atomic_write_text
@@ -44,7 +44,7 @@ def tool_version(path: str | None, cache_root: Path | None = None) -> str:
 
 def _version_line(path: str) -> str | None:
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     lines = [l.strip() for l in out.splitlines() if l.strip()]

@@ -37,7 +37,11 @@ def notebooks(names: list[str]) -> list[Path]:
 
 
 def _failures():
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import (
+        CellExecutionError,
+        CellTimeoutError,
+        DeadKernelError,
+    )
 
     return CellExecutionError, CellTimeoutError, DeadKernelError
 
@@ -54,7 +58,7 @@ def execute(path: Path, out: Path, failed_out: Path, timeout: int) -> float:
     start = time.perf_counter()
     try:
         # no frontend draws widgets here: kwb's live displays would be saved as a bare
-        # "Output()", so its kernels print plain lines (workbench.build.feedback.live)
+        # "Output()", so its kernels print plain lines (workbench.jit.feedback.live)
         client.execute(env={**os.environ, "KWB_LIVE": "0"})
     except _failures():
         nbformat.write(nb, failed_out)

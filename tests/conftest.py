@@ -20,13 +20,13 @@ os.environ["KWB_TEST_SESSION_CACHE"] = _SESSION_CACHE
 os.environ["TORCH_EXTENSIONS_DIR"] = _SESSION_CACHE
 os.environ.setdefault("KWB_CUDA_ARCH", "9.0")  # quiet the no-GPU arch notice; the H100's arch
 
-import torch  # noqa: E402
+import torch
 
 HAS_GPU = torch.cuda.is_available()
 
 
 def _has_nvcc() -> bool:
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     return toolchain.cuda_unavailable_reason() is None
 
@@ -35,7 +35,7 @@ HAS_NVCC = _has_nvcc()
 
 
 def _has_nvrtc() -> bool:
-    from workbench.build import nvrtc
+    from workbench.jit import nvrtc
 
     try:
         nvrtc.version()
@@ -109,5 +109,5 @@ def run_python(code: str, env: dict | None = None, timeout: float = 600) -> subp
     """Run `code` in a fresh interpreter with this session's cache."""
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, timeout=timeout)
+                          env=full_env, timeout=timeout, check=False)
 

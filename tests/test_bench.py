@@ -158,9 +158,9 @@ def test_rows_save_to_the_devices_bench_csv(tmp_path, session):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(baselines="eager,numpy"), "baselines: numpy is not one of eager, compile, vendor"),
-    (dict(dtypes=["float16"]), "dtypes: relu_scale on cpu supports float32, float64"),
-    (dict(ops=["relu"]), "ops: relu_scale has no op 'relu'"),
+    ({"baselines": "eager,numpy"}, "baselines: numpy is not one of eager, compile, vendor"),
+    ({"dtypes": ["float16"]}, "dtypes: relu_scale on cpu supports float32, float64"),
+    ({"ops": ["relu"]}, "ops: relu_scale has no op 'relu'"),
 ])
 def test_bad_arguments_are_named(kwargs, message, session):
     with pytest.raises(ValueError, match=message):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from workbench.spec import DEFAULT_TOLERANCES, Tolerance, randn
 
 import workbench as wb
 from workbench.harness.compare import compare
-from workbench.spec import DEFAULT_TOLERANCES, Tolerance, randn
 
 FAULTS = Path(__file__).parent / "fixtures" / "planted_faults"
 
@@ -49,10 +49,9 @@ def test_poisoning_restores_the_callers_settings_even_when_the_op_raises():
 
     torch.use_deterministic_algorithms(False)
     before = torch.utils.deterministic.fill_uninitialized_memory
-    with pytest.raises(RuntimeError, match="boom"):
-        with poisoned_outputs():
-            assert torch.are_deterministic_algorithms_enabled() and torch.empty(4).isnan().all()
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), poisoned_outputs():
+        assert torch.are_deterministic_algorithms_enabled() and torch.empty(4).isnan().all()
+        raise RuntimeError("boom")
     assert not torch.are_deterministic_algorithms_enabled()
     assert torch.utils.deterministic.fill_uninitialized_memory == before
     torch.use_deterministic_algorithms(True, warn_only=True)  # a caller's own setting survives too
@@ -154,7 +153,7 @@ def test_the_seed_reproduces_the_inputs_and_is_printed(faults):
     a = _check(faults, "bf16_inside", seed=123)
     b = _check(faults, "bf16_inside", seed=123)
     c = _check(faults, "bf16_inside", seed=124)
-    errs = lambda r: [x.comparisons[0].max_abs for x in r.cases if x.comparisons]  # noqa: E731
+    errs = lambda r: [x.comparisons[0].max_abs for x in r.cases if x.comparisons]
     assert errs(a) == errs(b) and errs(a) != errs(c)
     assert "seed 123" in str(a) and "seed=123" in str(a)
     assert wb.check(faults, ops=["correct"]).seed != wb.check(faults, ops=["correct"]).seed  # fresh by default
@@ -181,7 +180,7 @@ def test_gradients_are_checked_against_autograd_of_the_reference():
         def backward(ctx, g):
             return g * 3  # should be 2
 
-    inputs = lambda s, d, dev, g: (randn(s, d, dev, g),)  # noqa: E731
+    inputs = lambda s, d, dev, g: (randn(s, d, dev, g),)
     bad = wb.check(WrongGrad.apply, lambda x: x * 2, inputs=inputs, grad_inputs=(0,), device="cpu", dtypes=["float64"], seed=1)
     assert not bad.passed
     whats = {(c.what, c.passed) for case in bad.cases for c in case.comparisons}

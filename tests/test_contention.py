@@ -64,9 +64,9 @@ def test_a_trusted_timing_has_no_mark():
 
 
 def test_a_plot_of_nothing_but_noisy_timings_says_so_instead_of_failing():
-    row = dict(kernel="k", op="o", dtype="float32", provider="kwb", method="perf_counter", numel=10, shape="10",
-               median_us=1.0, p20_us=1.0, p80_us=1.0, pct_of_ceiling=5.0, speedup_vs_eager=None, speedup_vs_compile=None,
-               trust="noisy: other processes used 67% of the cores")
+    row = {"kernel": "k", "op": "o", "dtype": "float32", "provider": "kwb", "method": "perf_counter", "numel": 10, "shape": "10",
+           "median_us": 1.0, "p20_us": 1.0, "p80_us": 1.0, "pct_of_ceiling": 5.0, "speedup_vs_eager": None, "speedup_vs_compile": None,
+           "trust": "noisy: other processes used 67% of the cores"}
     for draw in (plots.latency, plots.pct_of_ceiling, plots.speedup):
         fig = draw([row])
         assert "no timing to plot" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)

@@ -23,7 +23,7 @@ def test_cuda_build_registers_cpu_and_cuda_implementations(name):
 
 def test_the_cuda_translation_unit_includes_no_torch_header():
     k = wb.load("relu_scale", device="cuda")
-    from workbench.build.ninja import parse_depfile
+    from workbench.jit.ninja import parse_depfile
 
     deps = parse_depfile(k.library_path.parent / "build-cuda" / "relu_scale.cuda.o.d")
     assert deps and not [d for d in deps if "/torch/" in d], "relu_scale.cu must stay free of torch headers"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from workbench.spec import Tolerance
 
 import workbench as wb
 from workbench.harness.compare import compare, compare_with_eager, eager_scaled
-from workbench.spec import Tolerance
 
 TOL = Tolerance(1e-2, 1e-2, 1e-3)
 

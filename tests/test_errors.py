@@ -2,12 +2,14 @@
 sentence when the machine cannot do what was asked."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from conftest import TINY_CPP, write_tiny_kernel
 
 import workbench as wb
-from conftest import TINY_CPP, write_tiny_kernel
-from workbench.build import diagnostics, toolchain
+from workbench.jit import diagnostics, toolchain
 
 
 def test_build_error_points_into_the_users_file_with_line_column_and_caret(tmp_path):
@@ -21,7 +23,7 @@ def test_build_error_points_into_the_users_file_with_line_column_and_caret(tmp_p
     col = src.read_text().splitlines()[line - 1].index("x_typo") + 1
     assert f"{src}:{line}:{col}: error:" in text
     assert "x_typo" in text and "\n    " + " " * (col - 1) + "^" in text
-    assert "full log: " in text and err.log_path and open(err.log_path).read()
+    assert "full log: " in text and err.log_path and Path(err.log_path).read_text()
     assert "FAILED:" not in text and "ninja" not in text.split("full log:")[0]
     assert err.errors and err.errors[0].file == str(src) and err.errors[0].line == line
 
@@ -145,7 +147,7 @@ def test_lld_undefined_symbols_are_parsed():
 
 def test_kwb_list_names_why_a_cuda_state_cannot_be_built(monkeypatch):
     from workbench import cli
-    from workbench.build import sources
+    from workbench.jit import sources
 
     monkeypatch.setattr(toolchain, "nvcc_path", lambda: None)
     state = cli._state(sources.resolve("relu_scale"), "cuda")

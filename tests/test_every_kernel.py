@@ -10,10 +10,10 @@ import functools
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from workbench.spec import numel
 
 import workbench as wb
-from workbench.build import kernel as kernel_module
-from workbench.spec import numel
+from workbench.jit import kernel as kernel_module
 
 KERNELS = wb.list_kernels()
 

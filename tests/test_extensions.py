@@ -22,7 +22,7 @@ import torch
 from conftest import run_python
 
 import workbench as wb
-from workbench.build import pch
+from workbench.jit import pch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

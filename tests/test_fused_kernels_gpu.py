@@ -122,7 +122,7 @@ def test_bias_gelu_unaligned(kernels, dtype, approximate, which):
     bg = kernels["bias_gelu"]
     op = bg.spec.SPEC.op("bias_gelu_tanh" if approximate == "tanh" else "bias_gelu_erf")
     gen = torch.Generator().manual_seed(3)
-    aligned = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).to("cuda", dtype)  # noqa: E731
+    aligned = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64).to("cuda", dtype)
     x = misaligned((5, 1024), dtype, 1) if which == "x" else aligned(5, 1024)
     b = misaligned((1024,), dtype, 2) if which == "bias" else aligned(1024)
     g = misaligned((5, 1024), dtype, 4) if which == "grad" else aligned(5, 1024)

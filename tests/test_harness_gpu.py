@@ -9,10 +9,10 @@ import time
 
 import pytest
 import torch
+from workbench.spec import randn
 
 import workbench as wb
 from workbench.harness import benchmark, results, timing
-from workbench.spec import randn
 
 pytestmark = pytest.mark.cuda
 
@@ -109,7 +109,7 @@ def test_host_time_before_a_launch_stays_out_of_the_samples():
 
 def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
     res = subprocess.run([sys.executable, "-m", "workbench.cli", "run", "relu_scale", "--dtype", "bf16", "--sizes", "2^12,2^20",
-                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=dict(os.environ))
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=dict(os.environ), check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "No GPU" not in res.stderr
     [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]

@@ -34,11 +34,11 @@ def test_errors_point_at_the_line_of_the_string():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        (dict(), "give cpp= source"),
-        (dict(cpp=CPP), "name the functions to expose"),
-        (dict(cuda="__global__ void k() {}", functions=["k"]), "must be defined or declared in cpp="),
-        (dict(cpp=CPP, functions=["not valid"]), "functions must be C\\+\\+ identifiers"),
-        (dict(cuda="__global__ void k() {}", cpp=CPP, functions=["scaled"], device="cpu"), "cuda= source was given but device='cpu'"),
+        ({}, "give cpp= source"),
+        ({"cpp": CPP}, "name the functions to expose"),
+        ({"cuda": "__global__ void k() {}", "functions": ["k"]}, "must be defined or declared in cpp="),
+        ({"cpp": CPP, "functions": ["not valid"]}, "functions must be C\\+\\+ identifiers"),
+        ({"cuda": "__global__ void k() {}", "cpp": CPP, "functions": ["scaled"], "device": "cpu"}, "cuda= source was given but device='cpu'"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
@@ -50,7 +50,7 @@ def test_bad_arguments_are_named(kwargs, message):
 def test_cuda_part_compiles_without_torch_headers():
     k = wb.load_inline("inline_cuda", cuda="__global__ void noop_kernel() {}\nvoid noop() { noop_kernel<<<1, 1>>>(); }\n",
                        cpp="void noop();\nat::Tensor ident(const at::Tensor& x) { return x; }\n", functions=["ident"])
-    from workbench.build.ninja import parse_depfile
+    from workbench.jit.ninja import parse_depfile
 
     deps = parse_depfile(k.library_path.parent / "build-cuda" / "inline_cuda_kernels.cuda.o.d")
     assert deps and not [d for d in deps if "/torch/" in d]
@@ -73,7 +73,7 @@ def test_a_cuda_function_handed_a_cpu_tensor_is_refused_by_name():
 def test_a_flags_string_splits_into_flags_as_the_shell_splits_it_under_torch():
     """torch writes extra_*flags into build.ninja unquoted, so one string of several flags (as
     lecture notebooks pass it) reaches the compiler as several; quotes group as in the shell."""
-    from workbench.build.loader import compiler_flags
+    from workbench.jit.loader import compiler_flags
 
     assert compiler_flags("-O3 --use_fast_math -lineinfo", "extra_cuda_cflags") == ["-O3", "--use_fast_math", "-lineinfo"]
     assert compiler_flags(['-DMSG="a b"', "-O2"], "extra_cflags") == ["-DMSG=a b", "-O2"]

@@ -1,5 +1,5 @@
 """The package's rooms import one way, read from the source (every import statement, at any
-depth, relative ones resolved): build <- harness <- report <- the faces, and cache_tools
+depth, relative ones resolved): jit <- harness <- report <- the faces, and cache_tools
 stands alone. A new import that breaks the rule fails here, naming the file and the line."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FACES = {"workbench.cli", "workbench.magics", "workbench.doctor", "workbench.runner"}
 # What each room may not import (a module, or anything under it).
 FORBIDDEN = {
-    "workbench.build": {"workbench.harness", "workbench.report", *FACES},
+    "workbench.jit": {"workbench.harness", "workbench.report", *FACES},
     "workbench.harness": {"workbench.report", *FACES},
     "workbench.report": FACES,
     "cache_tools": {"workbench", "torch"},
@@ -54,7 +54,7 @@ def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
                 base = ".".join(anchor + ([base] if base else []))
             names = [a.name for a in node.names]
             found.append((node.lineno, PUBLIC.get(base, base), names))
-            # `from . import loader` imports the module workbench.build.loader
+            # `from . import loader` imports the module workbench.jit.loader
             found += [(node.lineno, f"{base}.{n}", []) for n in names if (ROOT / Path(*f"{base}.{n}".split("."))).with_suffix(".py").exists()]
             found += [(node.lineno, PUBLIC[f"{base}.{n}"], []) for n in names if f"{base}.{n}" in PUBLIC]
     return [(line, PUBLIC.get(module, module), names) for line, module, names in found]
@@ -95,16 +95,15 @@ def test_no_private_name_crosses_a_package(path):
     broken = []
     for line, imported, names in _imports(path):
         other = imported.split(".")[0] if imported.split(".")[0] != "workbench" else ".".join(imported.split(".")[:2])
-        if other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools")):
-            if other != top:
-                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
-                if private:
-                    broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
+        if (other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools"))) and other != top:
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
     assert not broken, "\n".join(broken)
 
 
 def test_the_rule_is_written_in_each_rooms_docstring():
-    for room in ("build", "harness", "report"):
+    for room in ("jit", "harness", "report"):
         doc = ast.get_docstring(ast.parse((ROOT / "workbench" / room / "__init__.py").read_text())) or ""
         assert "never imports" in doc, f"workbench/{room}/__init__.py must say what it never imports"
 

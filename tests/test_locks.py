@@ -8,11 +8,11 @@ import sys
 import time
 
 import torch
+from conftest import write_tiny_kernel
 
 import workbench as wb
 from cache_tools import layout
-from conftest import write_tiny_kernel
-from workbench.build.sources import resolve
+from workbench.jit.sources import resolve
 
 LOAD_AND_REPORT = """
 import json, torch, workbench as wb
@@ -66,7 +66,7 @@ def test_a_build_killed_mid_way_never_blocks_the_next_load(tmp_path, cache_root,
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from workbench.build.locking import BuildLock
+from workbench.jit.locking import BuildLock
 with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
     print("holding", flush=True)
     time.sleep(600)
@@ -75,7 +75,7 @@ with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
 WAIT_FOR_LOCK = """
 import sys
 from pathlib import Path
-from workbench.build.locking import BuildLock
+from workbench.jit.locking import BuildLock
 try:
     with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
         print("got it")
@@ -93,17 +93,17 @@ def test_a_stopped_builder_is_named_and_KWB_LOCK_TIMEOUT_ends_the_wait(tmp_path)
         env = dict(__import__("os").environ, KWB_LOCK_TIMEOUT="2")
         started = time.monotonic()
         res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True,
-                             timeout=120, env=env)
+                             timeout=120, env=env, check=False)
         assert time.monotonic() - started < 60
         assert res.stdout.startswith("timeout: kwb: gave up after waiting 2 s (KWB_LOCK_TIMEOUT)"), res.stdout + res.stderr
         assert f"pid {holder.pid} is stopped" in res.stderr and "kill -CONT" in res.stderr, res.stderr
         bad = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True,
-                             timeout=120, env=dict(env, KWB_LOCK_TIMEOUT="soon"))
+                             timeout=120, env=dict(env, KWB_LOCK_TIMEOUT="soon"), check=False)
         assert "KWB_LOCK_TIMEOUT must be a number of seconds >= 0, got 'soon'" in bad.stderr
     finally:
         holder.kill()
         holder.wait()
-    res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-c", WAIT_FOR_LOCK, str(lock)], capture_output=True, text=True, timeout=120, check=False)
     assert res.stdout.strip() == "got it", "a killed holder's flock is gone"
 
 

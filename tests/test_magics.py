@@ -8,9 +8,9 @@ import pytest
 import torch
 
 IPython = pytest.importorskip("IPython", reason="the magics need IPython (pip install -e '.[notebooks]')")
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell
 
-from workbench.magics import CellBuildError, split_cell  # noqa: E402
+from workbench.magics import CellBuildError, split_cell
 
 TWICE = "at::Tensor twice(const at::Tensor& x) {\n  return x * 2;\n}\n"
 
@@ -63,7 +63,7 @@ def test_bad_magic_lines_are_explained(ip, capsys, line, message):
 
 
 def test_the_kernels_name_cannot_be_one_of_its_functions(ip, capsys):
-    error, shown = run(ip, capsys, "cpp", "twice --functions twice", TWICE)
+    error, _shown = run(ip, capsys, "cpp", "twice --functions twice", TWICE)
     assert type(error).__name__ == "UsageError" and "must differ from the functions' names" in str(error)
 
 
@@ -128,10 +128,10 @@ def test_a_cuda_cell_builds_and_its_errors_point_at_the_cell(ip, capsys):
 
 def test_cuda_cell_with_bad_cpp_variables(ip, capsys):
     ip.user_ns["not_text"] = 3
-    error, shown = run(ip, capsys, "cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
+    error, _shown = run(ip, capsys, "cuda", "mv --functions f --cpp not_text", "__global__ void k() {}\n")
     assert type(error).__name__ == "UsageError" and "no string variable named 'not_text'" in str(error)
     ip.user_ns["text"] = "at::Tensor f(const at::Tensor& x) { return x; }\n"
-    error, shown = run(ip, capsys, "cuda", "mv --functions f --cpp text", SQUARE)
+    error, _shown = run(ip, capsys, "cuda", "mv --functions f --cpp text", SQUARE)
     assert type(error).__name__ == "UsageError" and "not both" in str(error)
 
 
@@ -155,7 +155,7 @@ def test_a_kernel_shows_its_build_in_a_notebook(ip):
 
 
 def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys, monkeypatch):
-    from workbench.build import toolchain
+    from workbench.jit import toolchain
 
     monkeypatch.setattr(toolchain, "gpu_available", lambda: False)
     monkeypatch.setattr(toolchain, "cuda_unavailable_reason", lambda: "nvcc was not found")

@@ -78,9 +78,9 @@ def test_source_names_what_is_wrong(tmp_path):
 
 
 def _row(provider, numel, pct):
-    return dict(kernel="k", op="op", provider=provider, dtype="float32", shape=str(numel), numel=numel,
-                method="cuda_events", median_us=1.0, p20_us=0.9, p80_us=1.1, pct_of_ceiling=pct,
-                ceiling_gbps=3000.0, device_name="GPU", torch="2.x", cuda="13.0", kwb_version="v", timestamp="2026-11-22")
+    return {"kernel": "k", "op": "op", "provider": provider, "dtype": "float32", "shape": str(numel), "numel": numel,
+            "method": "cuda_events", "median_us": 1.0, "p20_us": 0.9, "p80_us": 1.1, "pct_of_ceiling": pct,
+            "ceiling_gbps": 3000.0, "device_name": "GPU", "torch": "2.x", "cuda": "13.0", "kwb_version": "v", "timestamp": "2026-11-22"}
 
 
 def test_ceiling_by_size_draws_a_line_per_provider():
@@ -93,7 +93,7 @@ def test_ceiling_by_size_draws_a_line_per_provider():
 
 
 def test_the_notebooks_device_is_where_kwb_builds():
-    from workbench.build import device as devices
+    from workbench.jit import device as devices
 
     assert nb.device() == devices.choose(None)
 
@@ -120,25 +120,25 @@ class Output:
 
 _LIVE_CELLS = [
     # one build, past the second after which it shows what compiles
-    "from rich.console import Console\n"
-    "from workbench import runner\n"
-    "from workbench.build import feedback\n"
-    "fb = feedback.BuildFeedback('demo_kernel')\n"
-    "fb.start -= 5\n"
-    "fb.line('[1/2] CXX demo.cpp')\n"
-    "fb.done(True)",
+    ("from rich.console import Console\n"
+     "from workbench import runner\n"
+     "from workbench.jit import feedback\n"
+     "fb = feedback.BuildFeedback('demo_kernel')\n"
+     "fb.start -= 5\n"
+     "fb.line('[1/2] CXX demo.cpp')\n"
+     "fb.done(True)"),
     # builds side by side, on the board
-    "with feedback.BuildBoard('kernels', total=1) as board:\n"
-    "    fb = feedback.BuildFeedback('demo_board')\n"
-    "    fb.start -= 5\n"
-    "    fb.tick()\n"
-    "    fb.done(True)\n"
-    "    board.one_done()",
+    ("with feedback.BuildBoard('kernels', total=1) as board:\n"
+     "    fb = feedback.BuildFeedback('demo_board')\n"
+     "    fb.start -= 5\n"
+     "    fb.tick()\n"
+     "    fb.done(True)\n"
+     "    board.one_done()"),
     # kwb run's progress bars
-    "with runner._progress(Console(stderr=True, highlight=False)) as progress:\n"
-    "    task = progress.add_task('checking demo_kernel', total=3)\n"
-    "    for _ in range(3):\n"
-    "        progress.advance(task)",
+    ("with runner._progress(Console(stderr=True, highlight=False)) as progress:\n"
+     "    task = progress.add_task('checking demo_kernel', total=3)\n"
+     "    for _ in range(3):\n"
+     "        progress.advance(task)"),
 ]
 
 
@@ -180,7 +180,7 @@ class _Console:
 @pytest.mark.parametrize("env, expected", [({}, False), ({"JPY_SESSION_NAME": "nb.ipynb"}, True), ({"VSCODE_PID": "1"}, True),
                                            ({"KWB_LIVE": "1"}, True), ({"KWB_LIVE": "0", "JPY_SESSION_NAME": "nb.ipynb"}, False)])
 def test_a_jupyter_kernel_draws_live_only_where_a_frontend_draws_widgets(monkeypatch, env, expected):
-    from workbench.build import feedback
+    from workbench.jit import feedback
 
     for name in ("KWB_LIVE", "JPY_SESSION_NAME", "VSCODE_PID"):
         monkeypatch.delenv(name, raising=False)

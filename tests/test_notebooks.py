@@ -47,7 +47,7 @@ def test_there_is_a_workflow_notebook_one_per_kernel_and_bring_your_own():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_a_notebook_runs_top_to_bottom_here(path, tmp_path):
     done = subprocess.run([sys.executable, str(RUN), path.stem, "--out", str(tmp_path), "--timeout", "600"],
-                          capture_output=True, text=True, timeout=1400)
+                          capture_output=True, text=True, timeout=1400, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     nb = nbformat.read(tmp_path / path.name, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.build import kernel as kernel_module
+from workbench.jit import kernel as kernel_module
 
 
 @pytest.fixture(scope="module")

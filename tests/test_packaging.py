@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(ROOT), "-w", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0, res.stderr
     [wheel] = tmp_path.glob("kwb-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -23,7 +23,7 @@ def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
                    "kwb_kernels/common/kwb_library.h", "kwb_kernels/common/kwb_elementwise.cuh",
                    "kwb_kernels/common/kwb_torch_library.h", "kwb_kernels/common/kwb_light_torch/torch/extension.h",
                    "kwb_kernels/common/kwb_light_torch_py/torch/extension.h",
-                   "workbench/build/loader.py", "workbench/harness/spec.py", "workbench/report/plots.py",
+                   "workbench/jit/loader.py", "workbench/harness/spec.py", "workbench/report/plots.py",
                    "cache_tools/layout.py", "cache_tools/manifest.py"):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

@@ -1,4 +1,4 @@
-"""Kernels built side by side (workbench/build/parallel.py): real compilers, real locks.
+"""Kernels built side by side (workbench/jit/parallel.py): real compilers, real locks.
 
 Overlap is shown without timing: a compiler wrapper makes each compile wait at a rendezvous
 until the other kernel's compile has started too, so a run that builds one kernel after the
@@ -16,7 +16,7 @@ import torch
 from conftest import TINY_CPP, write_tiny_kernel
 
 import workbench as wb
-from workbench.build import feedback, parallel
+from workbench.jit import feedback, parallel
 
 RENDEZVOUS = """#!/bin/sh
 # A C++ compiler that, for a compile (-c) of tiny.cpp, says it started and waits up to 60 s for

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import workbench as wb
-from workbench.build import header_cost, pch
+from workbench.jit import header_cost, pch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 pytestmark = pytest.mark.slow  # every test builds a torch-style extension from an empty cache (20-40 s each)
@@ -127,7 +127,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("square", &square); }
 """
 _NOTICE = re.compile(r"^kwb: square\.cu spends ~(\d+) s of its (\d+) s compile in torch/extension\.h; moving its "
                      r"torch::Tensor host wrapper into a \.cpp \(the \.cu keeping only kernels and a launcher\) would "
-                     r"save about (\d+) s per edit$", re.M)
+                     r"save about (\d+) s per edit$", re.MULTILINE)
 
 
 @pytest.mark.nvcc

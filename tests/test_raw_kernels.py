@@ -9,11 +9,11 @@ import struct
 
 import pytest
 import torch
+from conftest import run_python
 
 import workbench as wb
 from cache_tools import api
-from conftest import run_python
-from workbench.build import nvrtc, raw_kernel, signature
+from workbench.jit import nvrtc, raw_kernel, signature
 
 pytestmark = pytest.mark.nvrtc
 
@@ -63,7 +63,7 @@ def test_unchanged_source_is_a_cache_hit_in_memory_on_disk_and_in_a_fresh_proces
     assert not from_disk.compiled and from_disk.key == first.key
     res = run_python(f"""
         import json, workbench as wb
-        from workbench.build import nvrtc
+        from workbench.jit import nvrtc
         nvrtc.compile = None   # calling it would fail: the cubin must come from the disk
         k = wb.cuda_kernel({RELU_SCALE!r}, "relu_scale", arch="9.0")
         print(json.dumps({{"compiled": k.compiled, "key": k.key}}))
@@ -130,15 +130,15 @@ def test_a_name_the_cubin_lacks_is_named_with_what_it_holds():
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(name="not a name"), ValueError, "name must be the kernel's C identifier"),
-    (dict(options=["-arch=sm_80"]), ValueError, "give the architecture as arch="),
-    (dict(options=[3]), TypeError, "options must be NVRTC options as strings"),
-    (dict(arch="banana"), ValueError, "arch must name a GPU architecture"),
-    (dict(source=b"bytes"), TypeError, "source must be CUDA C\\+\\+ text or the path of a .cu file"),
-    (dict(source="/nowhere/k.cu"), FileNotFoundError, "source: cannot read /nowhere/k.cu"),
+    ({"name": "not a name"}, ValueError, "name must be the kernel's C identifier"),
+    ({"options": ["-arch=sm_80"]}, ValueError, "give the architecture as arch="),
+    ({"options": [3]}, TypeError, "options must be NVRTC options as strings"),
+    ({"arch": "banana"}, ValueError, "arch must name a GPU architecture"),
+    ({"source": b"bytes"}, TypeError, "source must be CUDA C\\+\\+ text or the path of a .cu file"),
+    ({"source": "/nowhere/k.cu"}, FileNotFoundError, "source: cannot read /nowhere/k.cu"),
 ])
 def test_bad_arguments_are_named(kwargs, error, message):
-    args = dict(source=RELU_SCALE, name="relu_scale", arch="9.0") | kwargs
+    args = {"source": RELU_SCALE, "name": "relu_scale", "arch": "9.0"} | kwargs
     with pytest.raises(error, match=message):
         wb.cuda_kernel(args.pop("source"), args.pop("name"), **args)
 
@@ -313,7 +313,7 @@ class FakeDriver:
 
 @pytest.mark.parametrize("context", ["none", "the primary"])
 def test_a_launch_reaches_the_driver_in_its_order_inside_the_devices_context(relu, monkeypatch, context):
-    from workbench.build import cuda_driver
+    from workbench.jit import cuda_driver
 
     fake = FakeDriver(current_context=0 if context == "none" else 0xC0)
     monkeypatch.setattr(cuda_driver, "library", lambda: fake)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_raw_kernels import RELU_SCALE
 
 import workbench as wb
-from test_raw_kernels import RELU_SCALE
 
 pytestmark = [pytest.mark.cuda, pytest.mark.nvrtc]
 
@@ -150,7 +150,7 @@ def test_a_raw_op_under_autograd_compile_and_opcheck():
 
 def test_wb_check_and_bench_take_a_raw_op():
     op = _gpu_relu_scale_op()
-    reference = lambda x, alpha: torch.relu(x) * alpha  # noqa: E731
+    reference = lambda x, alpha: torch.relu(x) * alpha
     report = wb.check(op, reference, inputs=lambda shape, dtype, device, gen: (
         torch.randn(shape, device=device, generator=gen).to(dtype), 1.5), device="cuda", dtypes=["float32"],
         shapes=[(1,), (760,), (1 << 20,)])
@@ -160,7 +160,7 @@ def test_wb_check_and_bench_take_a_raw_op():
 
 
 def test_the_stream_handle_reaches_the_driver(monkeypatch):
-    from workbench.build import cuda_driver
+    from workbench.jit import cuda_driver
 
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale")
     seen = []

@@ -77,15 +77,15 @@ def test_a_changed_signature_gets_a_new_name_with_a_notice(capfd):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(fake=None), "fake= is required"),
-    (dict(name="no_namespace"), "name must be 'namespace::op'"),
-    (dict(setup_context=_setup), "setup_context= goes with backward="),
+    ({"fake": None}, "fake= is required"),
+    ({"name": "no_namespace"}, "name must be 'namespace::op'"),
+    ({"setup_context": _setup}, "setup_context= goes with backward="),
 ])
 def test_bad_definitions_are_named(kwargs, message):
     def op(x: torch.Tensor) -> torch.Tensor:
         return x
 
-    args = dict(name="kwb_raw_test::refused", fake=lambda x: torch.empty_like(x)) | kwargs
+    args = {"name": "kwb_raw_test::refused", "fake": lambda x: torch.empty_like(x)} | kwargs
     with pytest.raises(ValueError, match=message):
         wb.raw_op(op, **args)
 

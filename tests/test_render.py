@@ -1,6 +1,8 @@
 """The terminal tables at a terminal's width: a name is never cut."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Console
 
 from cache_tools.cli import resource_table
@@ -20,20 +22,20 @@ def bench_rows() -> list[dict]:
     rows = []
     for op in NAMES:
         for provider, us in (("kwb", 812.25), ("eager", 1402.5), ("torch.compile", 998.75), ("vendor", 903.0)):
-            rows.append(dict(kernel=op.split()[0], op=op, dtype="bfloat16", shape="16384x4096", numel=16384 * 4096,
-                             provider=provider, method="cuda_event", median_us=us, p20_us=us - 1.5, p80_us=us + 2.25,
-                             status="ok", gbps=1234.0, pct_of_ceiling=41.2, tflops=123.4, speedup_vs_eager=1.73,
-                             speedup_vs_compile=1.23, speedup_vs_vendor=1.11, registers=40, spill_bytes=0, occupancy_pct=75.0))
+            rows.append({"kernel": op.split()[0], "op": op, "dtype": "bfloat16", "shape": "16384x4096", "numel": 16384 * 4096,
+                         "provider": provider, "method": "cuda_event", "median_us": us, "p20_us": us - 1.5, "p80_us": us + 2.25,
+                         "status": "ok", "gbps": 1234.0, "pct_of_ceiling": 41.2, "tflops": 123.4, "speedup_vs_eager": 1.73,
+                         "speedup_vs_compile": 1.23, "speedup_vs_vendor": 1.11, "registers": 40, "spill_bytes": 0, "occupancy_pct": 75.0})
     return rows
 
 
 class FakeCheck:
     target, device, seed = "linear_gelu", "cuda", 1234567890
-    notes: list = []
+    notes: ClassVar[list] = []
 
     def __init__(self):
-        self._rows = [dict(kernel="k", op=op, what=what, dtype=dtype, shape=shape, passed=True, max_abs=1.5e-3, max_rel=2.5e-2,
-                           rel_l2=3.5e-4, atol=1e-2, rtol=1.6e-2, rel_l2_tol=1e-3, detail="")
+        self._rows = [{"kernel": "k", "op": op, "what": what, "dtype": dtype, "shape": shape, "passed": True, "max_abs": 1.5e-3, "max_rel": 2.5e-2,
+                       "rel_l2": 3.5e-4, "atol": 1e-2, "rtol": 1.6e-2, "rel_l2_tol": 1e-3, "detail": ""}
                       for op in NAMES for what in ("output", "grad weight") for dtype in ("bfloat16", "float16")
                       for shape in ("0", "1", "37", "199", "760", "1128x4096")]
         self.cases = self._rows

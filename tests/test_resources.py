@@ -11,9 +11,15 @@ import torch
 
 import workbench as wb
 from cache_tools.manifest import Manifest
-from cache_tools.resources import FunctionResources, functions_of, occupancy, resident_blocks, short_name
-from workbench.build import resources
+from cache_tools.resources import (
+    FunctionResources,
+    functions_of,
+    occupancy,
+    resident_blocks,
+    short_name,
+)
 from workbench.harness import launches, results
+from workbench.jit import resources
 
 # ptxas's words as nvcc 13.0 --resource-usage printed them (a kernel with a local array, one
 # that spilled under -maxrregcount, one plain extern "C" kernel)

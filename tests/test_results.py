@@ -13,9 +13,9 @@ def _env(run_id="20261122T000000-1", ts="2026-11-22T00:00:00+00:00", device="cud
 
 def _row(provider="kwb", median=10.0, env=None, **kw):
     env = env or _env()
-    return {**dict(kernel="relu_scale", op="relu_scale", provider=provider, dtype="float32", shape="1024", numel=1024,
-                   method="cuda_events", median_us=median, p20_us=median * 0.9, p80_us=median * 1.1, samples=100,
-                   gbps=800.0, pct_of_ceiling=26.7, status="ok", ceiling_gbps=3000.0), **env.columns(), **kw}
+    return {"kernel": "relu_scale", "op": "relu_scale", "provider": provider, "dtype": "float32", "shape": "1024", "numel": 1024,
+            "method": "cuda_events", "median_us": median, "p20_us": median * 0.9, "p80_us": median * 1.1, "samples": 100,
+            "gbps": 800.0, "pct_of_ceiling": 26.7, "status": "ok", "ceiling_gbps": 3000.0, **env.columns(), **kw}
 
 
 def test_the_bench_schema_has_the_columns_the_readme_promises():

@@ -173,19 +173,19 @@ def test_non_contiguous_inputs():
 
 
 def _ln(**replace):
-    args = dict(x=torch.randn(2, 4), weight=torch.randn(4), bias=torch.randn(4), eps=1e-5)
+    args = {"x": torch.randn(2, 4), "weight": torch.randn(4), "bias": torch.randn(4), "eps": 1e-5}
     args.update(replace)
     return LN.layernorm(**args)
 
 
 def _rn(**replace):
-    args = dict(x=torch.randn(2, 4), weight=torch.randn(4), eps=1e-6)
+    args = {"x": torch.randn(2, 4), "weight": torch.randn(4), "eps": 1e-6}
     args.update(replace)
     return RN.rmsnorm(**args)
 
 
 def _lg(**replace):
-    args = dict(x=torch.randn(2, 4), weight=torch.randn(3, 4), bias=torch.randn(3), approximate="none")
+    args = {"x": torch.randn(2, 4), "weight": torch.randn(3, 4), "bias": torch.randn(3), "approximate": "none"}
     args.update(replace)
     return LG.linear_gelu(**args)
 
@@ -193,7 +193,7 @@ def _lg(**replace):
 def _ln_backward(**replace):
     x, w = torch.randn(2, 4), torch.randn(4)
     _, mean, rstd = LN.layernorm_forward(x, w, torch.randn(4))
-    args = dict(grad=torch.randn(2, 4), x=x, weight=w, mean=mean, rstd=rstd)
+    args = {"grad": torch.randn(2, 4), "x": x, "weight": w, "mean": mean, "rstd": rstd}
     args.update(replace)
     return LN.layernorm_backward(*args.values())
 

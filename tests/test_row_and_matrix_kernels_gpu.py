@@ -170,7 +170,7 @@ def test_linear_gelu_gradcheck_fp64_cuda(k):
     w = torch.randn(5, 6, dtype=torch.float64, device="cuda", requires_grad=True)
     b = torch.randn(5, dtype=torch.float64, device="cuda", requires_grad=True)
     for a in ("none", "tanh"):
-        assert torch.autograd.gradcheck(lambda x, w, b: k["linear_gelu"].linear_gelu(x, w, b, a), (x, w, b))
+        assert torch.autograd.gradcheck(lambda x, w, b, a=a: k["linear_gelu"].linear_gelu(x, w, b, a), (x, w, b))
 
 
 # ---- opcheck and torch.compile on CUDA -------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from workbench.build import torch_facts
+from workbench.jit import torch_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _fresh_python(code: str, **env) -> str:
     """code's stdout from a new interpreter (torch not imported unless code imports it)."""
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env={**os.environ, **env})
+                            env={**os.environ, **env}, check=False)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().splitlines()[-1]
 
@@ -34,7 +34,7 @@ def test_version_facts_are_torchs():
 
 
 def test_abi_read_from_libc10_is_torchs():
-    code = ("import sys; from workbench.build import torch_facts; "
+    code = ("import sys; from workbench.jit import torch_facts; "
             "print(torch_facts.cxx11_abi(torch_facts.package_dir()), 'torch' in sys.modules)")
     abi, imported = _fresh_python(code).split()
     assert imported == "False"
@@ -47,7 +47,7 @@ def test_cpu_capability_is_torchs(env):
     extra = {} if env is None else {"ATEN_CPU_CAPABILITY": env}
     if env is not None:
         extra["TORCH_CPP_LOG_LEVEL"] = "ERROR"  # torch warns about the bogus value on stderr
-    ours = _fresh_python("import sys; from workbench.build import torch_facts; "
+    ours = _fresh_python("import sys; from workbench.jit import torch_facts; "
                          "assert 'torch' not in sys.modules; print(torch_facts.cpu_capability())", **extra)
     theirs = _fresh_python("import torch; print(torch.backends.cpu.get_cpu_capability())", **extra)
     assert ours == theirs
@@ -67,8 +67,8 @@ def test_a_build_is_planned_without_importing_torch(tmp_path):
     code = f"""
 import json, sys
 from pathlib import Path
-from workbench.build import builder, device as devices, sources
-from workbench.build.parallel import load_all  # noqa: F401
+from workbench.jit import builder, device as devices, sources
+from workbench.jit.parallel import load_all  # noqa: F401
 source = sources.resolve("relu_scale")
 device = devices.choose(None, what="relu_scale")
 config = builder.make_config(source, device, Path({str(tmp_path)!r}))

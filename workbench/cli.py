@@ -21,7 +21,7 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 DEVICES = click.Choice(["cpu", "cuda"])
 
-from cache_tools.resources import functions_of  # noqa: E402  (no torch, no rich: cheap)
+from cache_tools.resources import functions_of
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -46,8 +46,9 @@ def main() -> None:
 
 
 def _state(source, device: str) -> str:
-    from .build import builder, device as devices, loader
-    from .build.errors import KwbError
+    from .jit import builder, loader
+    from .jit import device as devices
+    from .jit.errors import KwbError
 
     root = loader.cache_root()
     try:
@@ -62,7 +63,7 @@ def _state(source, device: str) -> str:
 def _check_names(names, hint: str = "NAMES") -> None:
     """A usage error (exit 2), before any work, for a name that is neither a shipped kernel nor
     a folder path, with the closest shipped name."""
-    from .build import sources
+    from .jit import sources
 
     for name in names:
         why = sources.unknown_name_error(name)
@@ -71,7 +72,7 @@ def _check_names(names, hint: str = "NAMES") -> None:
 
 
 def _default_device() -> str:
-    from .build import device as devices
+    from .jit import device as devices
 
     return devices.choose(None)
 
@@ -84,8 +85,8 @@ def list_cmd(folders: tuple[str, ...], device: str | None) -> None:
     and build state (built / stale / not built).
 
     'stale' means a build exists but its sources, headers, flags or toolchain changed since."""
-    from .build import sources
-    from .build.errors import KernelNotFoundError
+    from .jit import sources
+    from .jit.errors import KernelNotFoundError
 
     _check_names(folders, "FOLDERS")
     device = device or _default_device()
@@ -114,8 +115,8 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
     """Build kernels or extensions by name or folder path (NAMES: a kwb kernel, a pybind or
     TORCH_LIBRARY extension, a setup.py project), or --all shipped kernels. Several build side
     by side, sized to the machine's cores and memory (MAX_JOBS caps the compilers at once)."""
-    from .build import sources
-    from .build.parallel import load_all
+    from .jit import sources
+    from .jit.parallel import load_all
 
     if all_ and names:
         raise click.UsageError("give kernel names or --all, not both")
@@ -189,7 +190,7 @@ def parse_dtypes(values: tuple[str, ...]) -> list | None:
 
 def _run_device(device: str | None) -> str | None:
     """--device as given for commands that run kernels; 'cuda' without a visible GPU is a usage error."""
-    from .build import device as devices
+    from .jit import device as devices
 
     if device is not None:
         try:
@@ -200,7 +201,7 @@ def _run_device(device: str | None) -> str | None:
 
 
 def _targets(names: tuple[str, ...]) -> list[str]:
-    from .build import sources
+    from .jit import sources
 
     return list(names) or sources.builtin_names()
 
@@ -208,7 +209,7 @@ def _targets(names: tuple[str, ...]) -> list[str]:
 def _for_each_kernel(names: tuple[str, ...], work) -> None:
     """work(name) -> passed, for each named (or every shipped) kernel; a ValueError is a usage
     error (exit 2), a KwbError that kernel's failure; exit 1 if any failed."""
-    from .build.errors import KwbError
+    from .jit.errors import KwbError
 
     failed = False
     for name in _targets(names):
@@ -335,7 +336,7 @@ def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path,
 
     With no GPU, all of it runs on the CPU (and the report says so). Exit code 1 if a build or
     a check fails."""
-    from .build.errors import KwbError
+    from .jit.errors import KwbError
     from .runner import run as run_all
 
     _check_names(names)
@@ -384,11 +385,11 @@ def doctor() -> None:
 
 
 # `kwb cache ...` lives in cache_tools (no torch import: it answers in well under a second)
-import cache_tools.cli as _cache_cli  # noqa: E402
+import cache_tools.cli as _cache_cli
 
 
 def _shipped_names() -> list[str]:
-    from .build.sources import builtin_names
+    from .jit.sources import builtin_names
 
     return builtin_names()
 

@@ -23,13 +23,14 @@ def run_checks() -> list[Check]:
                         "" if py >= (3, 10) else "use Python 3.10 or newer"))
     try:
         import torch
-    except Exception as e:  # a broken torch install must not crash the doctor
+    except Exception as e:  # noqa: BLE001 - a broken torch install must not crash the doctor
         checks.append(Check("torch", "fail", f"cannot import torch: {e}", "pip install torch"))
         return checks
     from cache_tools import layout
     from cache_tools.tool_versions import tool_version
 
-    from .build import device as devices, toolchain
+    from .jit import device as devices
+    from .jit import toolchain
 
     info = toolchain.torch_info()
     checks.append(Check("torch", "ok", f"{info.version}, built with CUDA {info.cuda or 'none (CPU-only build)'}, C++ {info.cxx_standard}"))
@@ -64,8 +65,8 @@ def run_checks() -> list[Check]:
             checks.append(Check("nvcc", "ok", f"{nvcc}: CUDA {nv}"))
 
     if info.cuda is not None:
-        from .build import nvrtc
-        from .build.errors import ToolchainError
+        from .jit import nvrtc
+        from .jit.errors import ToolchainError
 
         try:
             checks.append(Check("nvrtc", "ok", f"{nvrtc.version()} at {nvrtc.library_path() or 'libnvrtc'}: raw kernels "

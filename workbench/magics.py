@@ -33,7 +33,7 @@ import argparse
 import re
 import shlex
 
-CPP_MARKER = re.compile(r"^\s*//\s*-+\s*cpp\s*-+\s*$", re.M)
+CPP_MARKER = re.compile(r"^\s*//\s*-+\s*cpp\s*-+\s*$", re.MULTILINE)
 
 
 class MagicUsageError(ValueError):
@@ -108,17 +108,17 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
     """Compile a %%cuda / %%cpp cell and bind its functions into namespace. Returns (Kernel,
     "built in N s" or "cached"), or (None, the line saying why) for a %%cuda cell skipped on a machine that can
     neither build nor run CUDA; raises CellBuildError when it does not build."""
-    from .build import device as devices
-    from .build.errors import KwbError
-    from .build.inline import load_inline
-    from .build.kernel import loaded_kernels
+    from .jit import device as devices
+    from .jit.errors import KwbError
+    from .jit.inline import load_inline
+    from .jit.kernel import loaded_kernels
 
     args = parse_line(magic, line)
     flags = shlex.split(args.flags)
     label = f"%%{magic} {args.name}"
     # Line N of a diagnostic is line N of the cell as Jupyter numbers it: the %%magic line is 1.
     if magic == "cpp":
-        kw = dict(cpp=cell, device="cpu", extra_cflags=flags, labels={"cpp": (label, 2)})
+        kw = {"cpp": cell, "device": "cpu", "extra_cflags": flags, "labels": {"cpp": (label, 2)}}
     else:
         cuda, cpp, first = split_cell(cell)
         labels = {"cuda": (label, 2), "cpp": (label, first + 1)}
@@ -133,7 +133,7 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
             if reason is not None:  # so a notebook still runs top to bottom on a laptop: its %%cpp cells do
                 return None, f"%%cuda {args.name}: skipped on this machine, which has no GPU to run it and cannot build it: {reason}"
         # --flags reach both compilers: a -DN=4 must mean the same above and below the line
-        kw = dict(cuda=cuda, cpp=cpp, device="cuda", extra_cflags=flags, extra_cuda_cflags=flags, labels=labels)
+        kw = {"cuda": cuda, "cpp": cpp, "device": "cuda", "extra_cflags": flags, "extra_cuda_cflags": flags, "labels": labels}
     seen = {id(k) for k in loaded_kernels()}
     try:
         kernel = load_inline(args.name, functions=args.functions, verbose=args.verbose, force=args.force, **kw)
@@ -151,8 +151,8 @@ def run_cell(magic: str, line: str, cell: str, namespace: dict):
 def run_kernel_cell(line: str, cell: str, namespace: dict):
     """Compile a %%cuda_kernel cell with NVRTC and bind NAME to the raw kernel. Returns (RawKernel,
     the line to print); raises CellBuildError when NVRTC rejects it."""
-    from .build.errors import KwbError
-    from .build.raw_kernel import cuda_kernel
+    from .jit.errors import KwbError
+    from .jit.raw_kernel import cuda_kernel
 
     args = parse_line("cuda_kernel", line)
     try:

@@ -43,9 +43,16 @@ class RunResult:
 def _progress(console):
     """rich progress bars, live where the console can redraw them (feedback.live); elsewhere
     (a log, a notebook run by nbclient) the finished bars print once, as plain output."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    from .build import feedback
+    from .jit import feedback
 
     shown_live = feedback.live(console)
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -65,11 +72,11 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     from rich.console import Console
     from rich.markup import escape
 
-    from .build import device as devices
-    from .build.parallel import load_all
-    from .build.sources import builtin_names, unknown_name_error
     from .harness import benchmark as benching
     from .harness import correctness as checking
+    from .jit import device as devices
+    from .jit.parallel import load_all
+    from .jit.sources import builtin_names, unknown_name_error
     from .report.folder import BuildRecord
     from .report.render import headline_table, print_check
 
@@ -201,7 +208,7 @@ def _stop_compile_workers() -> None:
     if stop is not None:
         try:
             stop()
-        except Exception:  # a torch whose pool cannot be stopped this way: exit does it
+        except Exception:  # noqa: BLE001, S110 - a torch whose pool cannot be stopped this way: exit does it
             pass
 
 

@@ -2,8 +2,15 @@
 bytes model, sizes. Two entries, one per form of GELU; both call the op bias_gelu."""
 import torch
 import torch.nn.functional as F
-
-from workbench.spec import AWKWARD_SIZES, DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance, bytes_of, randn
+from workbench.spec import (
+    AWKWARD_SIZES,
+    DEFAULT_TOLERANCES,
+    KernelSpec,
+    OpSpec,
+    Tolerance,
+    bytes_of,
+    randn,
+)
 
 # fp32: GELU's exp (or erf) and its derivative's cancelling terms (2e-6 relative on the CPU),
 # and grad_bias's sums over thousands of rows (kernels/bias_gelu/NOTES.md); half types keep

@@ -1,9 +1,16 @@
 """layernorm: LayerNorm over the last dimension — reference, inputs, tolerances, bytes model,
 sizes. A shape is x's shape; weight and bias have its last dimension as their length."""
 import torch.nn.functional as F
-
-from workbench.spec import (ROW_NORM_GRAD_TOLERANCES, ROW_NORM_TOLERANCES, KernelSpec, OpSpec, bytes_of, randn, row_shapes,
-                            row_sizes)
+from workbench.spec import (
+    ROW_NORM_GRAD_TOLERANCES,
+    ROW_NORM_TOLERANCES,
+    KernelSpec,
+    OpSpec,
+    bytes_of,
+    randn,
+    row_shapes,
+    row_sizes,
+)
 
 EPS = 1e-5
 

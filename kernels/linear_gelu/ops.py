@@ -85,7 +85,7 @@ def register(ops):
         return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[:1])
 
     def setup_forward(ctx, inputs, output):
-        x, weight, bias, approximate = inputs
+        x, weight, _bias, approximate = inputs
         _, pre = output
         ctx.mark_non_differentiable(pre)
         ctx.set_materialize_grads(False)

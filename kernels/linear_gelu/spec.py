@@ -5,8 +5,14 @@ import math
 
 import torch
 import torch.nn.functional as F
-
-from workbench.spec import MATMUL_GRAD_TOLERANCES, MATMUL_TOLERANCES, KernelSpec, OpSpec, element_bytes, randn
+from workbench.spec import (
+    MATMUL_GRAD_TOLERANCES,
+    MATMUL_TOLERANCES,
+    KernelSpec,
+    OpSpec,
+    element_bytes,
+    randn,
+)
 
 
 def reference(x, weight, bias, approximate):

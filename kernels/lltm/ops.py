@@ -53,7 +53,7 @@ def register(ops):
         return new(X), new(weights), new(bias), new(old_cell)
 
     def setup_context(ctx, inputs, output):
-        input, weights, bias, old_h, old_cell = inputs
+        _input, weights, bias, old_h, old_cell = inputs
         _, _, X, gates = output
         ctx.mark_non_differentiable(X, gates)
         ctx.set_materialize_grads(False)  # X and gates get no zero gradients: 26 us a step saved (kernels/lltm/NOTES.md)

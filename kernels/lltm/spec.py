@@ -4,8 +4,14 @@ import math
 
 import torch
 import torch.nn.functional as F
-
-from workbench.spec import DEFAULT_TOLERANCES, MATMUL_GRAD_TOLERANCES, MATMUL_TOLERANCES, KernelSpec, OpSpec, randn
+from workbench.spec import (
+    DEFAULT_TOLERANCES,
+    MATMUL_GRAD_TOLERANCES,
+    MATMUL_TOLERANCES,
+    KernelSpec,
+    OpSpec,
+    randn,
+)
 
 
 def reference(input, weights, bias, old_h, old_cell):

@@ -1,6 +1,5 @@
 """relu_scale: y = max(x, 0) * alpha — reference, inputs, tolerances, bytes model, sizes."""
 import torch
-
 from workbench.spec import KernelSpec, OpSpec, bytes_of, randn
 
 ALPHA = 1.5

@@ -48,7 +48,7 @@ def register(ops):
         return torch.empty(x.shape, dtype=x.dtype, device=x.device), torch.empty_like(weight)
 
     def setup_context(ctx, inputs, output):
-        x, weight, eps = inputs
+        x, weight, _eps = inputs
         _, rstd = output
         ctx.mark_non_differentiable(rstd)
         ctx.set_materialize_grads(False)

@@ -1,8 +1,15 @@
 """softmax over the last dimension — reference, inputs, tolerances, bytes model, sizes.
 A shape is the tensor's shape; softmax runs along its last dimension."""
 import torch
-
-from workbench.spec import KernelSpec, OpSpec, Tolerance, bytes_of, randn, row_shapes, row_sizes
+from workbench.spec import (
+    KernelSpec,
+    OpSpec,
+    Tolerance,
+    bytes_of,
+    randn,
+    row_shapes,
+    row_sizes,
+)
 
 
 def reference(x):

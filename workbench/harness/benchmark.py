@@ -24,20 +24,37 @@ import logging
 import math
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from cache_tools.resources import functions_of
 
-from ..build import device as devices
-from ..build import notices
+from ..jit import device as devices
+from ..jit import notices
 from . import launches, results, timing
-from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
-                    input_sets, kernel_and_device, new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes,
-                    select_ops, spec_of, tolerance_for)
+from .cases import (
+    Case,
+    as_list,
+    case_seed,
+    draw_inputs,
+    dtype_name,
+    error_text,
+    first_tensor,
+    generator_for,
+    input_sets,
+    kernel_and_device,
+    new_seed,
+    output_label,
+    parse_dtypes,
+    poisoned_outputs,
+    select_dtypes,
+    select_ops,
+    spec_of,
+    tolerance_for,
+)
 from .compare import compare, compare_with_eager
 from .spec import OpSpec, Tolerance, numel, upcast
 from .views import Rendered
@@ -102,9 +119,9 @@ class Session:
         # The CPU is timed with fewer samples: each one costs a 21 ms cache flush on the 2-core
         # machine, and half of `kwb run`'s rows there widened to the old cap of 50 (spread > 10%):
         # 37 s of a 90 s run with its builds cached; 10 samples of 0.05 s hold it to ~15 s.
-        self.limits = dict(min_samples=timing.MIN_SAMPLES, max_samples=timing.MAX_SAMPLES, budget_s=timing.BUDGET_S,
-                           wall_s=timing.WALL_S) \
-            if device == devices.CUDA else dict(min_samples=5, max_samples=10, budget_s=0.05)
+        self.limits = {"min_samples": timing.MIN_SAMPLES, "max_samples": timing.MAX_SAMPLES, "budget_s": timing.BUDGET_S,
+                       "wall_s": timing.WALL_S} \
+            if device == devices.CUDA else {"min_samples": 5, "max_samples": 10, "budget_s": 0.05}
         self.l2 = (getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)) \
             if device == devices.CUDA else 0
         # Where the timing phase's seconds go ('reference', 'compile', 'validate', 'samples',
@@ -242,9 +259,9 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
             refs = as_list(case.reference(*[upcast(a) for a in case.args]))
             try:  # the dtypes the plain PyTorch op returns, which the kernel's outputs must have
                 wants = [getattr(t, "dtype", None) for t in as_list(case.reference(*case.args))]
-            except Exception:
+            except Exception:  # noqa: BLE001 - a reference without this dtype's support: then dtypes are not checked
                 wants = [None] * len(refs)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the reference is the spec's code: whatever it raises fails these rows, not the run
         return _error_rows(case, providers, plan, f"the reference raised {error_text(e)}")
     s.seconds["reference"] += time.perf_counter() - started
     rows, timed = [], {}
@@ -266,7 +283,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
                     launch = None
                 started, phase = time.perf_counter(), "samples"
                 stats = _measured(functools.partial(fn, *case.args), s)
-        except Exception as e:  # one provider failing (a compile error, say) must not end the run
+        except Exception as e:  # noqa: BLE001 - one provider failing (a compile error, say) must not end the run
             rows.append(_row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300]))
             continue
         finally:
@@ -300,7 +317,7 @@ def _launch_columns(case: Case, fn: Callable) -> dict:
     try:
         with torch.no_grad():
             return launches.bench_columns(launches.profile(fn, case.args), case.functions, launches.device_arch())
-    except Exception as e:  # profiler unavailable (CUPTI missing, another profiler running)
+    except Exception as e:  # noqa: BLE001 - profiler unavailable (CUPTI missing, another profiler running)
         notices.once("bench-launches", f"kwb bench: no launch columns (block, registers, occupancy): {error_text(e)}")
         return {}
 
@@ -319,7 +336,7 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
                 k = math.ceil(k / copies) * copies
                 replay = timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)])
                 stats = _measured(replay, s, per_call=k)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any capture failure fails this row, not the run
             rows.append(_row(case, provider, "cuda_graph", None, plan,
                              status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}"))
             continue
@@ -400,7 +417,7 @@ def _bench_op(kernel, op: OpSpec, device: str, dtype, size, seed: int, train: bo
         providers[vendor] = op.vendor
     try:  # a spec that cannot set up this size fails its rows, not the run
         case = _kernel_case(kernel, op, device, dtype, size, seed, train, providers)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the spec's code may raise anything
         failed = Case(kernel.name, op.name + (FWD_BWD if train else ""), providers[KWB], op.reference, (), dtype, tuple(size),
                       0, Tolerance(0, 0))
         return _error_rows(failed, providers, plan, f"spec: {error_text(e)}")

@@ -3,7 +3,7 @@
     Case                      one op (or function) at one dtype and shape, with its arguments,
                               reference and tolerances: what check compares and bench times
     kernel_and_device()       the kernel to use and the device to run it on (the device policy
-                              is workbench.build.device's)
+                              is workbench.jit.device's)
     spec_of, select_ops, select_dtypes, parse_dtype(s), case_seed, new_seed
     poisoned_outputs()        torch.empty starts as NaN inside: unwritten outputs cannot pass
 """
@@ -13,13 +13,13 @@ import contextlib
 import secrets
 import warnings
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-from ..build import device as devices
-from ..build.errors import KwbError
+from ..jit import device as devices
+from ..jit.errors import KwbError
 from .spec import DEFAULT_TOLERANCES, KernelSpec, OpSpec, Tolerance
 
 
@@ -186,8 +186,8 @@ def poisoned_outputs():
 def kernel_and_device(target, device):
     """The loaded kernel (target: a Kernel, a shipped kernel's name or a folder) and the device
     to run its ops on, by the device policy: the kernel's build device where a GPU is visible."""
-    from ..build.kernel import Kernel
-    from ..build.loader import load
+    from ..jit.kernel import Kernel
+    from ..jit.loader import load
 
     kernel = target if isinstance(target, Kernel) else load(target, device=device)
     return kernel, devices.choose(device, purpose="run", built_for=kernel.device, what=kernel.name)

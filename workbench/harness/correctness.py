@@ -19,24 +19,40 @@ How each case runs:
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
 
-from ..build import device as devices
-from .cases import (Case, as_list, case_seed, draw_inputs, dtype_name, error_text, first_tensor, generator_for,
-                    input_sets, kernel_and_device,
-                    new_seed, output_label, parse_dtypes, poisoned_outputs, select_dtypes, select_ops, spec_of,
-                    tolerance_for)
+from ..jit import device as devices
+from .cases import (
+    Case,
+    as_list,
+    case_seed,
+    draw_inputs,
+    dtype_name,
+    error_text,
+    first_tensor,
+    generator_for,
+    input_sets,
+    kernel_and_device,
+    new_seed,
+    output_label,
+    parse_dtypes,
+    poisoned_outputs,
+    select_dtypes,
+    select_ops,
+    spec_of,
+    tolerance_for,
+)
 from .compare import Comparison, compare, compare_with_eager, histogram_edges
 from .spec import AWKWARD_SIZES, KernelSpec, OpSpec, Tolerance, upcast
 from .views import Rendered
 
 
 def _tolerance_columns(tol: Tolerance | None) -> dict:
-    return dict(atol=tol.atol if tol else "", rtol=tol.rtol if tol else "",
-                rel_l2_tol=tol.rel_l2 if tol and tol.rel_l2 is not None else "")
+    return {"atol": tol.atol if tol else "", "rtol": tol.rtol if tol else "",
+            "rel_l2_tol": tol.rel_l2 if tol and tol.rel_l2 is not None else ""}
 
 
 @dataclass
@@ -84,8 +100,8 @@ class CheckReport(Rendered):
         """One row per compared tensor: the table behind the report, and check.csv's rows."""
         rows = []
         for case in self.cases:
-            base = dict(kernel=case.kernel, op=case.op, dtype=dtype_name(case.dtype), shape=case.shape_text,
-                        seed=case.seed, device=self.device)
+            base = {"kernel": case.kernel, "op": case.op, "dtype": dtype_name(case.dtype), "shape": case.shape_text,
+                    "seed": case.seed, "device": self.device}
             tol_cols = _tolerance_columns(case.tolerance)
             if case.error:
                 rows.append({**base, "what": "output", **tol_cols, "max_abs": "", "max_rel": "", "rel_l2": "",
@@ -121,8 +137,8 @@ class CheckReport(Rendered):
             tol = tols[(kernel, op, what, dtype)]
             for i, count in enumerate(counts):
                 if count:
-                    rows.append(dict(kernel=kernel, op=op, what=what, dtype=dtype, log10_lo=edges[i], log10_hi=edges[i + 1],
-                                     count=count, rtol=tol.rtol if tol else "", device=self.device))
+                    rows.append({"kernel": kernel, "op": op, "what": what, "dtype": dtype, "log10_lo": edges[i], "log10_hi": edges[i + 1],
+                                 "count": count, "rtol": tol.rtol if tol else "", "device": self.device})
         return rows
 
 
@@ -150,7 +166,7 @@ def run_case(case: Case) -> CaseResult:
     try:
         with torch.no_grad():  # what the plain PyTorch op returns: the dtypes to expect
             expected = [t.dtype if isinstance(t, torch.Tensor) else None for t in as_list(case.reference(*case.args))]
-    except Exception:  # e.g. a CPU op without half support: then dtypes are not checked
+    except Exception:  # noqa: BLE001 - e.g. a CPU op without half support: then dtypes are not checked
         expected = None
 
     leaves = _detached(case.args, grad_inputs=grad_inputs)
@@ -165,7 +181,7 @@ def run_case(case: Case) -> CaseResult:
                 gen = generator_for(diff[0].device, case.seed ^ 0x5EED)
                 g_out = [torch.randn(o.shape, generator=gen, dtype=torch.float64, device=o.device).to(o.dtype) for o in diff]
                 grads = torch.autograd.grad(diff, [leaves[i] for i in grad_inputs], g_out, allow_unused=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the kernel's op may raise anything: the case records it
         result.error = error_text(e)
         return result
 
@@ -177,7 +193,7 @@ def run_case(case: Case) -> CaseResult:
             if grad_inputs:
                 ref_diff = [r for r, o in zip(refs, outs) if isinstance(o, torch.Tensor) and o.requires_grad]
                 ref_grads = torch.autograd.grad(ref_diff, [up[i] for i in grad_inputs], [g.double() for g in g_out], allow_unused=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the reference is the spec's code: the case records what it raised
         result.error = f"the reference raised {error_text(e)}"
         return result
 
@@ -222,7 +238,7 @@ def _eager_run(case: Case, g_out) -> list | None:
             diff = [o for o in outs if isinstance(o, torch.Tensor) and o.requires_grad]
             grads = torch.autograd.grad(diff, [leaves[i] for i in case.grad_inputs], [g.to(d.dtype) for g, d in zip(g_out, diff)],
                                         allow_unused=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the reference is the spec's code: no reference for this dtype then
         return None
     return outs + list(grads)
 
@@ -238,7 +254,7 @@ def _grad_names(kernel, op: OpSpec) -> list[str]:
         else:  # a public Python function of the kernel's ops.py
             names = list(inspect.signature(fn).parameters)
         return [names[i] for i in op.grad_inputs]
-    except Exception:
+    except Exception:  # noqa: BLE001 - only names for messages: fall back to positions
         return [f"arg{i}" for i in op.grad_inputs]
 
 
@@ -260,7 +276,7 @@ def _check_kernel(kernel, device: str, ops, dtypes, shapes, seed: int, backward:
                                 draw_inputs(op.make_inputs, shape, dtype, device, s), dtype,
                                 tuple(shape), s, op.tolerance(dtype), grad_inputs,
                                 op.tolerance(dtype, grad=True) if grad_inputs else None, names)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - the spec's code may raise anything
                     report.cases.append(CaseResult(kernel.name, op.name, dtype, tuple(shape), s, None, error=f"spec: {error_text(e)}"))
                 else:
                     report.cases.append(run_case(case))

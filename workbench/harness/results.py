@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.errors import KwbError
+from ..jit.errors import KwbError
 
 BENCH_COLUMNS = [
     "kernel", "op", "provider", "dtype", "shape", "numel", "method",
@@ -72,8 +72,8 @@ class Environment:
         return re.sub(r"[^a-z0-9]+", "-", self.device_name.lower()).strip("-")
 
     def columns(self) -> dict:
-        return dict(device=self.device, device_name=self.device_name, torch=self.torch, cuda=self.cuda,
-                    kwb_version=self.kwb_version, timestamp=self.timestamp, run_id=self.run_id)
+        return {"device": self.device, "device_name": self.device_name, "torch": self.torch, "cuda": self.cuda,
+                "kwb_version": self.kwb_version, "timestamp": self.timestamp, "run_id": self.run_id}
 
     def title(self) -> str:
         cuda = f", CUDA {self.cuda}" if self.cuda and self.cuda != "none" else ""
@@ -82,15 +82,16 @@ class Environment:
 
 def _cpu_name() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def kwb_version() -> str:
     """'0.1.0+<git describe>' from a checkout; KWB_GIT_DESCRIBE names it where there is no .git
     (a copy of the tree on another machine); else the package version alone."""
@@ -102,7 +103,7 @@ def kwb_version() -> str:
         if (top / ".git").exists():
             try:
                 described = subprocess.run(["git", "-C", str(top), "describe", "--always", "--dirty"],
-                                           capture_output=True, text=True, timeout=10).stdout.strip()
+                                           capture_output=True, text=True, timeout=10, check=False).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 described = ""
     return f"{__version__}+{described}" if described else __version__

@@ -17,8 +17,8 @@ compiled, as the torch.compile baseline).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

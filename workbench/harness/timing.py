@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import torch
 
@@ -195,7 +196,8 @@ def _last_level_cache_bytes() -> int:
     for index in (3, 2):
         path = f"/sys/devices/system/cpu/cpu0/cache/index{index}/size"
         try:
-            text = open(path).read().strip().upper()
+            with open(path) as f:
+                text = f.read().strip().upper()
         except OSError:
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)

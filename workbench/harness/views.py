@@ -6,7 +6,7 @@ notebook shows Markdown, while nothing in the harness imports the report room.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 _renderers: dict[tuple[str, str], Callable[[object], str]] = {}
 

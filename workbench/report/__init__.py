@@ -3,6 +3,6 @@
     render (tables: text, Markdown, rich) and plots (figures from CSV rows) -> folder (the
     report folder `kwb run` writes) and notebook (what the walkthrough notebooks show).
 
-Imports: report may use workbench.harness and workbench.build, and never imports the faces
+Imports: report may use workbench.harness and workbench.jit, and never imports the faces
 (cli, magics, doctor, runner); tests/test_layers.py checks it.
 """

@@ -107,7 +107,7 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
     lines += ["## Summary", "", "| kernel | build | check | timed rows |", "|---|---|---|---|"]
     by_kernel = {c.target: c for c in checks}
     for b in builds:
-        build = ("built in %.1f s" % b.seconds if b.compiled else "cached") if b.ok else "**FAILED**"
+        build = (f"built in {b.seconds:.1f} s" if b.compiled else "cached") if b.ok else "**FAILED**"
         c = by_kernel.get(b.name)
         check = "-" if c is None else (f"{counted(len(c.cases), 'case')} pass" if c.passed else f"**{len(c.failures)} of {len(c.cases)} FAIL**")
         timed = sum(1 for r in bench_rows if r["kernel"] == b.name and r.get("median_us") is not None)
@@ -116,8 +116,8 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
 
     if bench_rows:
         lines += ["## Speed at each op's largest size", "",
-                  "Median time per call; % of the measured copy ceiling from the op's bytes model; "
-                  "× = how many times faster kwb is than the baseline.", "", headline_markdown(bench_rows)]
+                  ("Median time per call; % of the measured copy ceiling from the op's bytes model; "
+                   "× = how many times faster kwb is than the baseline."), "", headline_markdown(bench_rows)]
     if plot_paths:
         lines += ["## Plots", ""]
         for p in plot_paths:

@@ -33,7 +33,7 @@ class Markdown(str):
 def device() -> str:
     """"cuda" where kwb builds for a GPU (one is visible, and nvcc is there), else "cpu": what
     wb.load picks, so a notebook's inputs land where its kernels run."""
-    from ..build import device as devices
+    from ..jit import device as devices
 
     return devices.choose(None, what="the notebook's kernels")
 
@@ -75,7 +75,7 @@ class Source:
         return f"{self.path.name}:{self.first}-{self.last}\n{self.text}"
 
 
-_CODE_NOISE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//[^\n]*', re.S)
+_CODE_NOISE = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//[^\n]*', re.DOTALL)
 
 
 def _block_end(lines: list[str], start: int) -> int:
@@ -104,7 +104,7 @@ def source(kernel, file: str, match: str | None = None, lines: tuple[int, int] |
     whole, or `lines` (first, last; 1-based), or the block that starts on the first line
     containing `match` (through its closing brace), with `before` lines above it."""
     if kernel == "common":
-        from ..build.sources import common_dir
+        from ..jit.sources import common_dir
 
         folder = common_dir()
     else:
@@ -220,7 +220,7 @@ def why_fuse(traffics: dict[str, Traffic], ceiling: float) -> Markdown:
 
 def cuda_kernel_launches(fn, *args, **kwargs) -> int | None:
     """How many CUDA kernels one call of fn launches (torch.profiler), or None without a GPU."""
-    from ..build import device as devices
+    from ..jit import device as devices
 
     if not devices.gpu_visible():
         return None

@@ -24,9 +24,9 @@ from matplotlib.figure import Figure
 from ..harness.compare import histogram_edges
 from .render import size_text
 
-PROVIDER_STYLE = {"kwb": dict(color="#d62728", marker="D"), "eager": dict(color="#1f77b4", marker="o"),
-                  "torch.compile": dict(color="#2ca02c", marker="s")}
-OTHER_STYLES = [dict(color=c, marker=m) for c, m in zip(["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
+PROVIDER_STYLE = {"kwb": {"color": "#d62728", "marker": "D"}, "eager": {"color": "#1f77b4", "marker": "o"},
+                  "torch.compile": {"color": "#2ca02c", "marker": "s"}}
+OTHER_STYLES = [{"color": c, "marker": m} for c, m in zip(["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
                                                         ["^", "v", "P", "X", "h", "*"])]
 DTYPE_COLORS = {"float32": "#1f77b4", "float64": "#9467bd", "float16": "#ff7f0e", "bfloat16": "#2ca02c"}
 # A legend longer than this hides what it explains; every figure's legends stay within it.
@@ -73,8 +73,8 @@ def _nothing_trusted(rows, what: str) -> Figure | None:
     return fig
 
 
-def _groups(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
-    out: "OrderedDict[tuple, list[dict]]" = OrderedDict()
+def _groups(rows, *keys) -> OrderedDict[tuple, list[dict]]:
+    out: OrderedDict[tuple, list[dict]] = OrderedDict()
     for r in rows:
         out.setdefault(tuple(r[k] for k in keys), []).append(r)
     return out
@@ -110,14 +110,14 @@ def _suptitle(fig: Figure, text: str) -> None:
 
 
 def _unique_handles(axes) -> tuple[list, list[str]]:
-    seen: "OrderedDict[str, object]" = OrderedDict()
+    seen: OrderedDict[str, object] = OrderedDict()
     for ax in axes:
         for h, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, h)
     return list(seen.values()), list(seen)
 
 
-def _kernel_grid(rows_per_kernel: "OrderedDict[str, list[str]]", panel_in: float):
+def _kernel_grid(rows_per_kernel: OrderedDict[str, list[str]], panel_in: float):
     """One panel per kernel, two to a line, each with its rows labelled on the y axis (row i at
     y=i, top down). Panels side by side share a row pitch, so a row reads across both."""
     kernels = list(rows_per_kernel)
@@ -193,13 +193,13 @@ def latency(rows: list[dict], kernel: str | None = None) -> Figure:
 def _largest(rows):
     """Per (kernel, op, dtype), the rows at its largest size."""
     out = []
-    for _, grp in _groups(rows, "kernel", "op", "dtype").items():
+    for grp in _groups(rows, "kernel", "op", "dtype").values():
         top = max(r["numel"] for r in grp)
         out += [r for r in grp if r["numel"] == top]
     return out
 
 
-def _by_row(rows, *keys) -> "OrderedDict[tuple, list[dict]]":
+def _by_row(rows, *keys) -> OrderedDict[tuple, list[dict]]:
     """Groups by `keys`, each level in the order it first appears under its parent (a "shape"
     level by size): one op's outputs, dtypes and sizes sit on adjacent rows."""
     first: dict[tuple, int] = {}
@@ -285,9 +285,9 @@ def ceiling_by_size(rows: list[dict], kernel: str | None = None) -> Figure:
     return fig
 
 
-SPEEDUP_BASELINES = (("speedup_vs_eager", "over eager PyTorch", dict(color="#1f77b4", marker="o")),
-                     ("speedup_vs_compile", "over torch.compile", dict(color="#2ca02c", marker="s")),
-                     ("speedup_vs_vendor", "over the vendor route", dict(color="#9467bd", marker="^")))
+SPEEDUP_BASELINES = (("speedup_vs_eager", "over eager PyTorch", {"color": "#1f77b4", "marker": "o"}),
+                     ("speedup_vs_compile", "over torch.compile", {"color": "#2ca02c", "marker": "s"}),
+                     ("speedup_vs_vendor", "over the vendor route", {"color": "#9467bd", "marker": "^"}))
 
 
 def speedup(rows: list[dict]) -> Figure:
@@ -340,8 +340,8 @@ def _error_summary(counts: list[float], edges: list[float]) -> dict | None:
         for q in (0.05, 0.5, 0.95):
             if q not in at and cum >= q * total:
                 at[q] = i
-    return dict(lo=edges[nonzero[0]], hi=edges[nonzero[-1] + 1], p5=edges[at[0.05]], p95=edges[at[0.95] + 1],
-                median=(edges[at[0.5]] + edges[at[0.5] + 1]) / 2)
+    return {"lo": edges[nonzero[0]], "hi": edges[nonzero[-1] + 1], "p5": edges[at[0.05]], "p95": edges[at[0.95] + 1],
+            "median": (edges[at[0.5]] + edges[at[0.5] + 1]) / 2}
 
 
 def check_errors(source) -> Figure:
@@ -359,7 +359,7 @@ def check_errors(source) -> Figure:
     if not rows:
         raise ValueError("no error histogram rows to plot (no element was compared)")
     edges = histogram_edges()
-    summaries: "OrderedDict[str, list]" = OrderedDict()
+    summaries: OrderedDict[str, list] = OrderedDict()
     for (kern, op, what, dtype), pts in _by_row(rows, "kernel", "op", "what", "dtype").items():
         counts = [0.0] * (len(edges) - 1)
         for r in pts:
@@ -398,7 +398,7 @@ def save(fig: Figure, stem) -> list[Path]:
     import matplotlib
 
     paths = []
-    for ext, extra in ((".png", dict(dpi=150)), (".svg", {})):
+    for ext, extra in ((".png", {"dpi": 150}), (".svg", {})):
         path = stem.with_suffix(ext)
         # SVG text stays text (searchable, a third of the size) rather than glyph outlines.
         with matplotlib.rc_context({"svg.fonttype": "none"}):

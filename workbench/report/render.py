@@ -44,12 +44,12 @@ def _add_columns(table, headers, body, justify) -> None:
 
 def check_groups(report) -> list[dict]:
     """One row per (kernel, op, what, dtype): how many shapes passed and the worst errors."""
-    groups: "OrderedDict[tuple, dict]" = OrderedDict()
+    groups: OrderedDict[tuple, dict] = OrderedDict()
     for r in report.rows():
         key = (r["kernel"], r["op"], r["what"], r["dtype"])
-        g = groups.setdefault(key, dict(kernel=r["kernel"], op=r["op"], what=r["what"], dtype=r["dtype"], shapes=[], failed=[],
-                                        max_abs=0.0, max_rel=0.0, rel_l2=0.0, atol=r["atol"], rtol=r["rtol"], rel_l2_tol=r["rel_l2_tol"],
-                                        worst=""))
+        g = groups.setdefault(key, {"kernel": r["kernel"], "op": r["op"], "what": r["what"], "dtype": r["dtype"], "shapes": [], "failed": [],
+                                    "max_abs": 0.0, "max_rel": 0.0, "rel_l2": 0.0, "atol": r["atol"], "rtol": r["rtol"], "rel_l2_tol": r["rel_l2_tol"],
+                                    "worst": ""})
         g["shapes"].append(r["shape"])
         if not r["passed"]:
             g["failed"].append(r["shape"])
@@ -234,7 +234,7 @@ def bench_report_markdown(report) -> str:
 def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """The kernel beside its baselines at each op's largest size, a row per (op, dtype):
     (header, rows of cells)."""
-    by_key: "OrderedDict[tuple, dict]" = OrderedDict()
+    by_key: OrderedDict[tuple, dict] = OrderedDict()
     for r in rows:
         if r["method"] == "cuda_graph" or r.get("median_us") is None:
             continue

@@ -29,7 +29,7 @@ def _backward(ctx, grad):
 
 
 def _setup_context(ctx, inputs, output):
-    a, b, c = inputs
+    a, b, _c = inputs
     saved_a = a if ctx.needs_input_grad[1] else None
     saved_b = b if ctx.needs_input_grad[0] else None
     ctx.save_for_backward(saved_a, saved_b)

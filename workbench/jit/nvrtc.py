@@ -45,7 +45,7 @@ def _candidates(major: str) -> list[str]:
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library() -> ctypes.CDLL:
     """The NVRTC library torch uses; ToolchainError in one sentence where there is none."""
     import torch
@@ -69,7 +69,7 @@ def library() -> ctypes.CDLL:
     return lib
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def version() -> str:
     """NVRTC's version, '13.2'."""
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -77,7 +77,7 @@ def version() -> str:
     return f"{major.value}.{minor.value}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library_path() -> str:
     """The file of the NVRTC library loaded in this process (its headers lie beside it)."""
     library()
@@ -92,7 +92,7 @@ def library_path() -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cuda_include_dirs() -> tuple[str, ...]:
     """Where cuda_fp16.h and kin are for this NVRTC: the wheel's include/ beside its lib/, else
     the toolkit's. NVRTC itself has none of them, nor the C++ standard library."""

@@ -41,8 +41,8 @@ HEADER = layout.PCH_HEADER
 FAILED = layout.PCH_FAILED  # the compile failed: units read the header itself; `kwb cache prune --pch` retries
 _HEADER_TEXT = "#include <torch/extension.h>\n"
 _NICE = 10  # below the units' compilers, which the user waits for
-_FIRST_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
-_BEFORE_INCLUDES = re.compile(r"^\s*#\s*(define|undef|if|pragma(?!\s+once))", re.M)
+_FIRST_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+_BEFORE_INCLUDES = re.compile(r"^\s*#\s*(define|undef|if|pragma(?!\s+once))", re.MULTILINE)
 _started: dict[Path, subprocess.Popen] = {}  # per entry: this process's background compile
 
 
@@ -50,7 +50,7 @@ def wants_pch(path: Path) -> bool:
     """A unit whose first include is torch/extension.h, with no #define or #if before it that
     could change what the header means."""
     try:
-        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(errors="replace"), flags=re.S)
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(errors="replace"), flags=re.DOTALL)
     except OSError:
         return False
     first = _FIRST_INCLUDE.search(text)
@@ -135,7 +135,7 @@ def start(entry: Path, cxx: str, flags: list[str], what: str) -> subprocess.Pope
         return None
     notices.once(f"pch-start:{entry}", f"kwb: precompiling {what} in the background, for the next compiles "
                                        "(once per compiler, torch and flags)")
-    proc = detached.start("workbench.build.pch", {"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
+    proc = detached.start("workbench.jit.pch", {"entry": str(entry), "cxx": cxx, "flags": flags, "what": what})
     _started[entry] = proc
     return proc
 
@@ -163,7 +163,7 @@ def compile_now(entry: Path, cxx: str, flags: list[str], what: str) -> bool:
         tmp = entry / f".{HEADER}.gch.{os.getpid()}.tmp"
         started = time.monotonic()
         cmd = [cxx, "-x", "c++-header", str(header), "-o", str(tmp), *flags]
-        result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent)
+        result = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=die_with_parent, check=False)
         atomic_write_text(entry / layout.BUILD_LOG, " ".join(cmd) + "\n" + result.stdout + result.stderr)
         if result.returncode != 0:
             tmp.unlink(missing_ok=True)

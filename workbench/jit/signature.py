@@ -35,7 +35,7 @@ _VECTORS.update({"uint4": ("uint32", 16), "uint2": ("uint32", 8), "__half2": ("f
                  "__nv_bfloat162": ("bfloat16", 4), "nv_bfloat162": ("bfloat16", 4)})
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "__grid_constant__", "struct"}
 _TYPE_WORDS = {w for t in _SCALARS for w in t.split()} | set(_VECTORS)
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z_][\w:]*")
 
 

@@ -27,7 +27,7 @@ from .builder import Build
 from .errors import LoadError
 from .sources import KWB, PYBIND, TORCH_LIBRARY, KernelSource, defines_python_module
 
-_loaded: dict[str, "Kernel"] = {}  # namespace -> Kernel, for this process
+_loaded: dict[str, Kernel] = {}  # namespace -> Kernel, for this process
 _handles: list[ctypes.CDLL] = []  # loaded libraries stay loaded (their ops are registered)
 _lock = threading.Lock()
 
@@ -182,14 +182,14 @@ class Kernel:
                 ("sources", ", ".join(f"`{Path(p).name}`" for p in m.sources)),
                 ("headers", ", ".join(f"`{Path(p).name}`" for p in m.headers) or "-"),
                 ("arch", ", ".join(m.archs) or "-"),
-                ("toolchain", f"torch {m.versions.get('torch')}, CUDA {m.versions.get('torch_cuda')}, "
-                              f"{m.versions.get('nvcc') or m.versions.get('cxx')}"),
+                ("toolchain", (f"torch {m.versions.get('torch')}, CUDA {m.versions.get('torch_cuda')}, "
+                               f"{m.versions.get('nvcc') or m.versions.get('cxx')}")),
                 ("build log", f"`{m.build_log}`")]
         body = "\n".join(f"| {k} | {v} |" for k, v in rows)
         return f"**{self.name}** ({self.device})\n\n| | |\n|---|---|\n{body}\n"
 
 
-def loaded_kernels() -> list["Kernel"]:
+def loaded_kernels() -> list[Kernel]:
     """Every kernel loaded in this process so far."""
     with _lock:
         return list(_loaded.values())
@@ -257,7 +257,7 @@ def _demangle(symbol: str) -> str:
     if tool is None:
         return symbol
     try:
-        return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10).stdout.strip() or symbol
+        return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=10, check=False).stdout.strip() or symbol
     except (OSError, subprocess.SubprocessError):
         return symbol
 
@@ -289,7 +289,7 @@ def _refuse_missing_derivatives(namespace: str) -> None:
             continue
         try:
             torch.library.register_autograd(qualname, _not_differentiable(op), setup_context=_no_context)
-        except Exception:  # an op whose outputs autograd cannot track (no tensors): nothing to guard
+        except Exception:  # noqa: BLE001, S112 - an op whose outputs autograd cannot track (no tensors): nothing to guard
             continue
         NOT_DIFFERENTIABLE.add(qualname)
 

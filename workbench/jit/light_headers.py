@@ -24,7 +24,7 @@ from cache_tools.fsutil import atomic_write_text
 from .sources import common_dir
 
 RECORD = ".kwb-full-torch-headers.json"  # per build folder: units that need torch's own header
-_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.M)
+_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)
 
 
 def enabled() -> bool:
@@ -67,7 +67,7 @@ def remember_full(build_dir: Path, units: set[str]) -> None:
     atomic_write_text(build_dir / RECORD, json.dumps(sorted(units), indent=1))
 
 
-_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.+)$", re.M)  # ninja 1.12+ adds "[code=N] "
+_FAILED = re.compile(r"^FAILED: (?:\[code=\d+\] )?(.+)$", re.MULTILINE)  # ninja 1.12+ adds "[code=N] "
 
 
 def failed_objects(ninja_output: str) -> set[str]:

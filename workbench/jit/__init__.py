@@ -1,8 +1,8 @@
-"""The build room: a kernel's sources in, loaded ops out.
+"""The jit room: a kernel's sources in, loaded ops out.
 
     sources -> toolchain, device -> builder (ninja, locking, diagnostics, feedback) -> kernel
     loader.load() and inline.load_inline() are its entry points; errors and notices serve all.
 
-Imports: build uses cache_tools (the on-disk format) and never imports workbench.harness,
+Imports: jit uses cache_tools (the on-disk format) and never imports workbench.harness,
 workbench.report or the faces (cli, magics, doctor, runner); tests/test_layers.py checks it.
 """

@@ -44,8 +44,23 @@ from cache_tools.fsutil import atomic_write_text
 
 from . import device as devices
 from .kernel import Kernel
-from .loader import cache_root, compiler_flags, flag_list, load_source, refuse_unsupported, torch_device
-from .sources import KWB, PYBIND, KernelSource, binding_of, common_dir, identifier, uses_torch_library
+from .loader import (
+    cache_root,
+    compiler_flags,
+    flag_list,
+    load_source,
+    refuse_unsupported,
+    torch_device,
+)
+from .sources import (
+    KWB,
+    PYBIND,
+    KernelSource,
+    binding_of,
+    common_dir,
+    identifier,
+    uses_torch_library,
+)
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
@@ -78,7 +93,7 @@ def _function_docs(functions) -> dict[str, str]:
     elif isinstance(functions, (list, tuple)):
         docs = {f: f for f in functions}
     else:
-        raise ValueError(f"load_inline: functions must be a list of names or a dict {{name: docstring}}, got {type(functions).__name__}")
+        raise ValueError(f"load_inline: functions must be a list of names or a dict {{name: docstring}}, got {type(functions).__name__}")  # noqa: TRY004 - load_inline refuses every bad argument with ValueError
     bad = [f for f in docs if not isinstance(f, str) or not _IDENT.match(f)]
     if bad:
         raise ValueError(f"load_inline: functions must be C++ identifiers, got {bad!r}")
@@ -126,9 +141,9 @@ def load_inline(name: str, cpp_sources=None, cuda_sources=None, sycl_sources=Non
         raise ValueError(f"load_inline: name must be a non-empty string, got {name!r}")
     refuse_unsupported("load_inline", sycl_sources=sycl_sources, extra_sycl_cflags=extra_sycl_cflags, with_sycl=with_sycl)
     device = torch_device(with_cuda, device, "load_inline")
-    flags = dict(extra_cflags=compiler_flags(extra_cflags, "extra_cflags"),
-                 extra_cuda_cflags=compiler_flags(extra_cuda_cflags, "extra_cuda_cflags"),
-                 extra_ldflags=compiler_flags(extra_ldflags, "extra_ldflags"))
+    flags = {"extra_cflags": compiler_flags(extra_cflags, "extra_cflags"),
+             "extra_cuda_cflags": compiler_flags(extra_cuda_cflags, "extra_cuda_cflags"),
+             "extra_ldflags": compiler_flags(extra_ldflags, "extra_ldflags")}
     includes = [Path(d).expanduser().resolve() for d in flag_list(extra_include_paths, "extra_include_paths")]
     root = Path(build_directory).expanduser() if build_directory is not None else cache_root()
     if cuda is not None or cpp is not None:

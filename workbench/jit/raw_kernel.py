@@ -27,18 +27,24 @@ from pathlib import Path
 from cache_tools import layout
 from cache_tools.fsutil import atomic_write_bytes, atomic_write_text, unchanged
 from cache_tools.manifest import FORMAT, Manifest, library_problem
-from cache_tools.resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
+from cache_tools.resources import (
+    TABLE_COLUMNS,
+    FunctionResources,
+    functions_of,
+    table_rows,
+)
 from cache_tools.tool_versions import file_ident
 
-from . import cubin as cubins, notices, nvrtc, signature, toolchain
+from . import cubin as cubins
+from . import notices, nvrtc, signature, toolchain
 from .errors import BuildError, KwbError
 from .signature import Param
 from .sources import common_dir
 
 KIND = "nvrtc"
 SUFFIX = ".cubin"
-_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
-_memory: dict[str, "RawKernel"] = {}
+_INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+_memory: dict[str, RawKernel] = {}
 _lock = threading.Lock()
 
 
@@ -360,7 +366,7 @@ def _scalar_arg(value, param: Param | None, size: int, what: str) -> bytes:
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
             return struct.pack("<Q", value)  # a raw address
         raise LaunchError(f"{what} is a pointer: pass a tensor (or None for a null pointer), got {value!r}"[:300])
-    if isinstance(value, (bytes, bytearray)) or isinstance(value, ctypes.Structure):
+    if isinstance(value, (bytes, bytearray, ctypes.Structure)):
         data = bytes(value)
         if len(data) != size:
             raise LaunchError(f"{what} takes {size} bytes, got {len(data)}")

@@ -12,6 +12,7 @@ import fcntl
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cache_tools.fsutil import same_file
 from cache_tools.locks import LockOwner, pid_alive, read_owner
@@ -19,6 +20,8 @@ from cache_tools.locks import LockOwner, pid_alive, read_owner
 from . import notices
 from .errors import cache_error
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs Python 3.11
 
 POLL_SECONDS = 0.1
 REPORT_EVERY_SECONDS = 30.0
@@ -59,7 +62,7 @@ class BuildLock:
         self.timeout = timeout if timeout is not None else timeout_from_env()
         self._fd: int | None = None
 
-    def __enter__(self) -> "BuildLock":
+    def __enter__(self) -> Self:
         fd = self._open()
         start = time.monotonic()
         reported = 0.0

@@ -31,7 +31,7 @@ class DriverError(KwbError, RuntimeError):
         self.code = code
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def library() -> ctypes.CDLL:
     lib = ctypes.CDLL("libcuda.so.1")
     lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]

@@ -94,7 +94,7 @@ def _cpu_flags() -> set[str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_capability() -> str:
     """torch.backends.cpu.get_cpu_capability(), by torch's rule on x86-64 Linux: the
     ATEN_CPU_CAPABILITY it names, else AVX512 with avx512vl, avx512bw, avx512dq and fma, else
@@ -114,7 +114,7 @@ def cpu_capability() -> str:
     return "DEFAULT"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def driver_gpu_capability() -> tuple[int, int] | None:
     """(major, minor) of the first visible GPU, from the CUDA driver (CUDA_VISIBLE_DEVICES
     applies), or None without a driver, a GPU, or a driver new enough for torch's CUDA (torch
@@ -127,9 +127,9 @@ def driver_gpu_capability() -> tuple[int, int] | None:
     if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
         return None
     torch_cuda = version_file(package_dir()).get("cuda")
-    if torch_cuda and lib.cuDriverGetVersion(ctypes.byref(version)) == 0:
-        if version.value // 1000 < int(str(torch_cuda).split(".")[0]):
-            return None
+    if (torch_cuda and lib.cuDriverGetVersion(ctypes.byref(version)) == 0
+            and version.value // 1000 < int(str(torch_cuda).split(".")[0])):
+        return None
     # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR (cuda.h)
     if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, 0) != 0 or lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, 0) != 0:
         return None

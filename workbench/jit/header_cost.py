@@ -31,7 +31,7 @@ from . import detached, notices, toolchain
 FOLDER = ".kwb-header-cost"  # at the cache root: one <key>.json per nvcc, torch and flag set
 DOMINATES = 0.5  # the header's share of a unit's compile from which the notice shows
 _NICE = 10
-_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.M)
+_INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)
 _started: dict[str, subprocess.Popen] = {}
 
 
@@ -110,7 +110,7 @@ def start(root: Path, key: str, nvcc: str, flags: list[str]) -> subprocess.Popen
     """Measure in a detached process of lower priority, once per process and key."""
     if key in _started:
         return None
-    proc = detached.start("workbench.build.header_cost", {"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
+    proc = detached.start("workbench.jit.header_cost", {"root": str(root), "key": key, "nvcc": nvcc, "flags": flags})
     _started[key] = proc
     return proc
 
@@ -126,7 +126,7 @@ def _cpu_seconds(cmd: list[str], cwd: Path) -> tuple[float | None, str]:
     host compiler): a niced measurement beside other work counts what the compile costs, not
     how long it waited for a core."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         return None, result.stdout + result.stderr

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from cache_tools import layout
 
-from . import builder, device as devices, notices
+from . import builder, notices
+from . import device as devices
 from .cache_dir import cache_root
 from .errors import LoadError
 from .sources import KWB, KernelSource, from_files, resolve
@@ -38,7 +39,8 @@ def load_source(source: KernelSource, device=None, verbose: bool = False, force:
     for attempt in range(2):
         if build is None:
             build = builder.build(source, config, root, verbose=verbose, force=force and attempt == 0, jobs=jobs)
-        from .kernel import load_library  # imports torch: once the compile is done (build/torch_facts.py)
+        # imports torch: once the compile is done (jit/torch_facts.py)
+        from .kernel import load_library
 
         with _process_lock:
             try:

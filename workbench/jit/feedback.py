@@ -15,11 +15,15 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self needs Python 3.11
 
 SHOW_AFTER_SECONDS = 1.0
 
 _console = None
-_board: "BuildBoard | None" = None  # the display builds report to while several run at once
+_board: BuildBoard | None = None  # the display builds report to while several run at once
 
 
 def console():
@@ -150,11 +154,16 @@ class BuildBoard:
         self._overall = None
         self._lock = threading.RLock()  # an on_done under hold() may load, and a load shows a row
 
-    def __enter__(self) -> "BuildBoard":
+    def __enter__(self) -> Self:
         global _board
         c = console()
         if live(c):
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                       console=c, transient=True)

@@ -54,7 +54,7 @@ def _join(flags: list[str]) -> str:
 
 def render(plan: NinjaPlan) -> str:
     out = [
-        "# Written by kwb (workbench/build/ninja.py); rewritten on every build.",
+        "# Written by kwb (workbench/jit/ninja.py); rewritten on every build.",
         "ninja_required_version = 1.3",
         f"cxx = {plan.cxx}",
         f"cflags = {_join(plan.cflags)}",
@@ -167,10 +167,11 @@ def run(ninja: str, build_dir: Path, plan: NinjaPlan, feedback: BuildFeedback, j
     if jobs:
         cmd += ["-j", str(jobs)]
     env = dict(os.environ, NINJA_STATUS="[%f/%t] ")
-    dry = subprocess.run([ninja, "-n"], cwd=build_dir, capture_output=True, text=True, env=env)  # ~10 ms
+    dry = subprocess.run([ninja, "-n"], cwd=build_dir, capture_output=True, text=True, env=env, check=False)  # ~10 ms
     if dry.returncode == 0:
         feedback.expect([line.split("] ", 1)[1] for line in dry.stdout.splitlines() if line.startswith("[") and "] " in line])
-    proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            preexec_fn=die_with_parent)  # noqa: PLW1509 - one prctl call in the child, no locks taken
     launched = getattr(launch_hooks, "callback", None)
     if launched is not None:
         launched()

@@ -44,7 +44,7 @@ class TorchInfo:
         return "c++20" if (major, minor) >= (2, 13) else "c++17"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_info() -> TorchInfo:
     base = torch_facts.package_dir()
     version = torch_facts.version_file(base)
@@ -104,7 +104,7 @@ def links_libstdcxx_dynamically(cxx: str, cache_root: Path | None = None) -> boo
             try:
                 subprocess.run([cxx, "-shared", "-fPIC", "-O0", str(src), "-o", str(lib)], capture_output=True, timeout=120,
                                check=True)
-                dyn = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, timeout=30).stdout
+                dyn = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, timeout=30, check=False).stdout
             except (OSError, subprocess.SubprocessError):
                 return None
         return "yes" if "libstdc++.so" in dyn else "no"
@@ -118,7 +118,7 @@ def compiler_family(cxx: str, cache_root: Path | None = None) -> str:
     def probe() -> str | None:
         try:
             macros = subprocess.run([cxx, "-x", "c++", "-E", "-dM", "-"], input="", capture_output=True, text=True,
-                                    timeout=60).stdout
+                                    timeout=60, check=False).stdout
         except (OSError, subprocess.SubprocessError):
             return None
         return "clang" if "__clang__" in macros else "gcc" if "__GNUC__" in macros else "other"
@@ -174,7 +174,7 @@ def torch_uses_libgomp() -> bool:
         return False
     try:
         dyn = subprocess.run([readelf, "-d", str(Path(torch_info().library_dir) / "libtorch_cpu.so")],
-                             capture_output=True, text=True, timeout=30).stdout
+                             capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return False
     return "[libgomp.so.1]" in dyn
@@ -216,7 +216,7 @@ _CPU_CAPABILITY_FLAGS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cpu_capability() -> str:
     """The instruction set torch's CPU kernels use here ("AVX512", "AVX2", "DEFAULT", ...):
     torch.backends.cpu.get_cpu_capability(), which ATEN_CPU_CAPABILITY can lower; read by
@@ -327,7 +327,7 @@ def python_include() -> str:
     return sysconfig.get_paths()["include"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pybind11_abi_flags() -> tuple[str, ...]:
     """The pybind11 ABI torch was built with (-DPYBIND11_COMPILER_TYPE=... and kin), as
     torch.utils.cpp_extension passes them where torch records them (older torch; newer has none),
