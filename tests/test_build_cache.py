@@ -52,6 +52,7 @@ def test_header_edit_reloads_new_code_in_the_same_process(tiny_kernel):
     assert str(tiny_kernel / "value.h") in k2.info["headers"]
 
 
+@pytest.mark.slow
 def test_source_edit_rebuilds_and_reverting_reuses_the_first_build(tiny_kernel):
     k1 = wb.load(tiny_kernel)
     cpp = tiny_kernel / "tiny.cpp"
@@ -84,6 +85,7 @@ def test_content_change_with_an_old_mtime_still_rebuilds(tiny_kernel):
     assert _value(k2) == 7.0 and k2.key != k1.key
 
 
+@pytest.mark.slow
 def test_failed_build_records_nothing_and_the_fix_rebuilds_in_the_same_process(tmp_path, cache_root):
     from workbench.jit.sources import resolve
 
@@ -314,6 +316,7 @@ def _can_mount_a_small_disk(where: Path) -> bool:
     return res.returncode == 0
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_named_in_one_sentence_and_the_next_load_with_room_builds(tiny_kernel, tmp_path):
     # a full disk gave 'OSError: [Errno 28] No space left on device', naming no path
     disk = tmp_path / "small-disk"
@@ -344,6 +347,7 @@ exit $status
 """
 
 
+@pytest.mark.slow
 def test_a_header_saved_during_a_first_build_is_never_recorded_as_built(tiny_kernel, tmp_path):
     # benchmarks/chaos.py found it: loaders racing header edits, a first build compiled VALUE
     # 1.0, recorded the header as it was after the edit (2.0), and later processes loaded the

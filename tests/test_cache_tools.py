@@ -286,6 +286,7 @@ def _fake_torch(folder: Path, style: str) -> Path:
 
 
 @pytest.mark.parametrize("style", ["baton", "filelock"])
+@pytest.mark.slow
 def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, tmp_path, style):
     """torch 2.13 and older (FileBaton): a build killed mid-way leaves `lock`, and every later
     load waits forever: list says 'stale lock' and unlock removes it. torch 2.15 (flock): the
@@ -371,6 +372,7 @@ def test_a_trash_folder_that_is_a_link_is_never_used(cache, tmp_path):
     assert (cache / "tinl" / "tinl.so").exists() and list(outside.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_warm_load_whose_build_a_clean_removed_meanwhile_builds_again(tmp_path):
     """A fresh process finds its build in the cache; `kwb cache clean` removes it before the
     process opens the library (the warm path takes no lock). The load builds again."""

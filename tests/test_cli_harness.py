@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from workbench import results
@@ -20,6 +21,7 @@ def kwb(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess
                           env={**os.environ, **(env or {})}, check=False)
 
 
+@pytest.mark.slow
 def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
     res = kwb("run", "--out", str(tmp_path), env=NO_GPU)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -66,6 +68,7 @@ def test_kwb_run_on_the_cpu_builds_checks_times_and_writes_the_report(tmp_path):
     assert "==== relu_scale (cpu)" in (folder / "build.log").read_text()
 
 
+@pytest.mark.slow
 def test_kwb_run_full_times_every_dtype_at_every_bench_size(tmp_path):
     res = kwb("run", "relu_scale", "--full", "--device", "cpu", "--baselines", "eager", "--no-backward", "--out", str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -75,6 +78,7 @@ def test_kwb_run_full_times_every_dtype_at_every_bench_size(tmp_path):
         for n in (1 << 16, 1 << 20, 1 << 22)}
 
 
+@pytest.mark.slow
 def test_kwb_run_exits_1_when_a_check_fails_and_still_writes_the_report(tmp_path):
     res = kwb("run", FAULTS, "--device", "cpu", "--dtype", "float32", "--sizes", "1001", "--baselines", "none", "--out", str(tmp_path))
     assert res.returncode == 1, res.stdout + res.stderr
@@ -113,6 +117,7 @@ SPEC = KernelSpec(ops=[OpSpec("add_value", {reference}, make_inputs)], dtypes={{
 """
 
 
+@pytest.mark.slow
 def test_kwb_run_survives_a_broken_spec_and_a_failing_baseline(tmp_path):
     from conftest import write_tiny_kernel
 
@@ -141,6 +146,7 @@ def test_kwb_check_shows_the_first_mismatch_and_the_seed(tmp_path):
     assert ok.returncode == 0 and "9/9 pass" in ok.stdout and "grad a" in ok.stdout
 
 
+@pytest.mark.slow
 def test_kwb_bench_appends_to_the_devices_csv(tmp_path):
     res = kwb("bench", "relu_scale", "--device", "cpu", "--dtype", "float32", "--sizes", "2^10,1000", "--baselines", "eager",
               "--no-backward", "--out", str(tmp_path))

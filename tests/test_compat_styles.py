@@ -22,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+# Each fixture builds one extension twice, with torch and with kwb, from empty caches (40-140 s on 2 cores).
+pytestmark = pytest.mark.slow
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "compat"
 IMPORTS = {"torch": "from torch.utils import cpp_extension as ext", "kwb": "import workbench as ext"}
 

@@ -44,6 +44,7 @@ def test_samples_taken_beside_busy_processes_are_not_trusted(busy_cores):
     assert timing.distrust(stats).startswith("noisy: other processes used")
 
 
+@pytest.mark.slow
 def test_a_bench_on_busy_cores_marks_its_rows_and_gives_no_speedups(busy_cores):
     x = torch.randn(1 << 16)
     session = Session("cpu")

@@ -40,6 +40,7 @@ def edit(path: Path, old: str, new: str) -> None:
 # ---- the tutorial way: torch/extension.h and PYBIND11_MODULE ---------------------------------
 
 
+@pytest.mark.slow
 def test_a_pybind_folder_loads_as_torchs_module_and_reloads_after_edits(tmp_path):
     folder = copy_example("add_extension", tmp_path)
     a, b = torch.randn(5), torch.randn(5)
@@ -60,6 +61,7 @@ def test_a_pybind_folder_loads_as_torchs_module_and_reloads_after_edits(tmp_path
     assert wb.load(folder) is k3  # nothing changed: the same object, no build
 
 
+@pytest.mark.slow
 def test_torchs_load_call_with_sources_works_unchanged(tmp_path):
     folder = copy_example("add_extension", tmp_path)
     # the call as written for torch.utils.cpp_extension.load, with only the module changed
@@ -70,6 +72,7 @@ def test_torchs_load_call_with_sources_works_unchanged(tmp_path):
     assert "-DUNUSED_FLAG=1" in m.info["config"]["cflags"]
 
 
+@pytest.mark.slow
 def test_a_compile_error_points_into_the_users_file(tmp_path):
     folder = copy_example("add_extension", tmp_path)
     edit(folder / "add.cpp", "return (a + b) * ADD_SCALE;", "return (a + b) * ADD_SCALE + undeclared_thing;")
@@ -86,6 +89,7 @@ def test_a_compile_error_points_into_the_users_file(tmp_path):
 # ---- TORCH_LIBRARY, laid out for setup.py (pytorch/extension-cpp) -----------------------------
 
 
+@pytest.mark.slow
 def test_a_torch_library_project_loads_from_its_csrc_and_its_own_ops_py_passes_opcheck(tmp_path):
     folder = copy_example("extension_cpp", tmp_path)
     res = run_python(f"""
@@ -122,6 +126,7 @@ TORCH_LIBRARY_IMPL(shifty, CPU, m) { m.impl("shift", &shift); }
 """
 
 
+@pytest.mark.slow
 def test_a_torch_library_reload_registers_under_a_new_namespace_and_says_so(tmp_path):
     folder = tmp_path / "shifty"
     folder.mkdir()
@@ -152,6 +157,7 @@ def test_a_torch_library_reload_registers_under_a_new_namespace_and_says_so(tmp_
 SCALED_ADD = "torch::Tensor scaled_add(torch::Tensor a, torch::Tensor b, double s) { return a + s * b; }\n"
 
 
+@pytest.mark.slow
 def test_torchs_load_inline_call_works_unchanged_and_reloads_an_edit():
     m = wb.load_inline(name="scaled_add_inline", cpp_sources=[SCALED_ADD], functions={"scaled_add": "a + s * b"},
                        extra_cflags=["-DSOMETHING=1"], verbose=False, with_cuda=False)
@@ -164,6 +170,7 @@ def test_torchs_load_inline_call_works_unchanged_and_reloads_an_edit():
     torch.testing.assert_close(m2.scaled_add(torch.ones(2), torch.ones(2), 3.0), torch.full((2,), -2.0))
 
 
+@pytest.mark.slow
 def test_load_inline_compile_errors_point_at_the_line_of_the_string():
     bad = "torch::Tensor f(torch::Tensor a) {\n  return a + zz;\n}\n"
     with pytest.raises(wb.BuildError) as info:
@@ -210,6 +217,7 @@ def test_torchs_keyword_call_of_the_tutorial_names_its_first_parameter_name(tmp_
     assert wb.load(name="relu_scale").ops  # a kwb kernel, named by keyword
 
 
+@pytest.mark.slow
 def test_one_kernel_built_into_two_build_directories_loads_from_both_in_one_process(tmp_path):
     # torch takes an op namespace once a process: two cache roots hold two libraries of one build
     from conftest import write_tiny_kernel
@@ -275,6 +283,7 @@ def _lltm_module(ext):
     return module.make_function(ext)
 
 
+@pytest.mark.slow
 def test_the_tutorial_lltm_is_checked_and_timed_by_the_harness():
     ext = wb.load(EXAMPLES / "lltm_cpp")
     spec = wb.load("lltm", device="cpu").spec   # kwb's own LLTM: the reference and its inputs
@@ -295,6 +304,7 @@ def test_a_cpu_only_build_of_a_cuda_extension_says_what_is_missing():
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_the_tutorial_cuda_extension_builds_with_nvcc_and_loads():
     ext = wb.load(EXAMPLES / "lltm_cuda", device="cuda")
     assert ext.device == "cuda" and ext.ops == ["backward", "forward"]
@@ -329,6 +339,7 @@ def test_the_torch_library_project_runs_its_cuda_kernels():
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_needs_more(tmp_path, capfd):
     folder = tmp_path / "needs_nn"
     folder.mkdir()
@@ -377,6 +388,7 @@ KINDS = ["pybind", "torch_library", "load_inline"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_several_processes_loading_one_extension_build_it_once(kind, tmp_path):
     load, value, _ = _kind(kind, tmp_path)
     code = f"import json, torch, workbench as wb\n{load}\nprint(json.dumps([k.build.compiled, {value}]))"
@@ -392,6 +404,7 @@ def test_several_processes_loading_one_extension_build_it_once(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.slow
 def test_a_build_killed_midway_is_recovered(kind, tmp_path):
     load, value, _ = _kind(kind, tmp_path)
     code = f"import torch, workbench as wb\n{load}\nprint({value})"
@@ -418,6 +431,7 @@ def test_a_build_killed_midway_is_recovered(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["torch_library", "load_inline"])  # pybind: test_a_compile_error_points_into_the_users_file
+@pytest.mark.slow
 def test_each_kind_reports_a_compile_error_in_the_users_source(kind, tmp_path):
     load, _, source = _kind(kind, tmp_path)
     text = source.read_text()
@@ -431,6 +445,7 @@ def test_each_kind_reports_a_compile_error_in_the_users_source(kind, tmp_path):
     assert "^" in res.stderr and "Traceback" in res.stderr  # raised as a BuildError
 
 
+@pytest.mark.slow
 def test_a_load_inline_cell_reloads_after_an_edit_of_a_header_it_includes(tmp_path):
     (tmp_path / "gain.h").write_text("#pragma once\n#define GAIN 2.0\n")
     cell = '#include "gain.h"\ntorch::Tensor gained(torch::Tensor a) { return a * GAIN; }\n'

@@ -11,12 +11,14 @@ at::Tensor scaled(const at::Tensor& x, double s) { return x * s; }
 """
 
 
+@pytest.mark.slow
 def test_functions_become_ops_with_inferred_schemas_and_a_second_load_is_cached():
     k = wb.load_inline("inline_scaled", cpp=CPP, functions=["scaled"])
     torch.testing.assert_close(k.scaled(torch.arange(4.0), 2.5), torch.arange(4.0) * 2.5)
     assert wb.load_inline("inline_scaled", cpp=CPP, functions=["scaled"]) is k
 
 
+@pytest.mark.slow
 def test_an_edited_string_reloads():
     k1 = wb.load_inline("inline_edit", cpp=CPP, functions=["scaled"])
     k2 = wb.load_inline("inline_edit", cpp=CPP.replace("x * s", "x * s + 1"), functions=["scaled"])
@@ -24,6 +26,7 @@ def test_an_edited_string_reloads():
     assert k2.scaled(torch.zeros(1), 3.0).item() == 1.0 and k1.scaled(torch.zeros(1), 3.0).item() == 0.0
 
 
+@pytest.mark.slow
 def test_errors_point_at_the_line_of_the_string():
     with pytest.raises(wb.BuildError) as info:
         wb.load_inline("inline_broken", cpp="\n\nat::Tensor f(const at::Tensor& x) { return y; }\n", functions=["f"])
@@ -47,6 +50,7 @@ def test_bad_arguments_are_named(kwargs, message):
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_cuda_part_compiles_without_torch_headers():
     k = wb.load_inline("inline_cuda", cuda="__global__ void noop_kernel() {}\nvoid noop() { noop_kernel<<<1, 1>>>(); }\n",
                        cpp="void noop();\nat::Tensor ident(const at::Tensor& x) { return x; }\n", functions=["ident"])
@@ -57,6 +61,7 @@ def test_cuda_part_compiles_without_torch_headers():
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_a_cuda_function_handed_a_cpu_tensor_is_refused_by_name():
     """A load_inline op over cuda= code, called on a CPU tensor: kwb's error names the op, the
     argument, its device and the fix, before any host pointer reaches a CUDA launch."""
@@ -83,6 +88,7 @@ def test_a_flags_string_splits_into_flags_as_the_shell_splits_it_under_torch():
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_torchs_load_inline_takes_one_string_of_cuda_flags():
     """nvcc gets '-O3 --use_fast_math' as two flags (a single argument failed: nvcc fatal: '3
     --use_fast_math': expected a number)."""

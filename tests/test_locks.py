@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from conftest import write_tiny_kernel
 
@@ -21,6 +22,7 @@ print(json.dumps({{"compiled": k.build.compiled, "value": k.add_value(torch.zero
 """
 
 
+@pytest.mark.slow
 def test_several_processes_build_once_and_all_get_a_working_module(tmp_path):
     folder = write_tiny_kernel(tmp_path / "tiny", value="8.0")
     procs = [subprocess.Popen([sys.executable, "-c", LOAD_AND_REPORT.format(folder=str(folder))],

@@ -29,6 +29,7 @@ def run(ip, capsys, magic: str, line: str, cell: str):
     return result.error_in_exec, out.out + out.err
 
 
+@pytest.mark.slow
 def test_a_cpp_cell_binds_its_functions_and_an_unchanged_cell_is_a_cache_hit(ip, capsys):
     ip.run_cell_magic("cpp", "mtwice --functions twice", TWICE)
     out = capsys.readouterr().out
@@ -67,6 +68,7 @@ def test_the_kernels_name_cannot_be_one_of_its_functions(ip, capsys):
     assert type(error).__name__ == "UsageError" and "must differ from the functions' names" in str(error)
 
 
+@pytest.mark.slow
 def test_a_reverted_cell_is_cached_not_built(ip, capsys):
     for body, expect in ((TWICE, None), (TWICE.replace("x * 2", "x * 4"), "built"), (TWICE, "cached")):
         error, shown = run(ip, capsys, "cpp", "mrevert --functions twice", body)
@@ -111,6 +113,7 @@ at::Tensor square(const at::Tensor& x) {
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_a_cuda_cell_builds_and_its_errors_point_at_the_cell(ip, capsys):
     ip.run_cell_magic("cuda", "msquare --functions square", SQUARE)
     out = capsys.readouterr()
@@ -136,6 +139,7 @@ def test_cuda_cell_with_bad_cpp_variables(ip, capsys):
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_cuda_cell_with_its_cpp_from_a_variable(ip, capsys):
     cuda, cpp, _ = split_cell(SQUARE)
     ip.user_ns["square_cpp"] = cpp.replace("return y;", "return y")          # line 5 of the variable

@@ -65,6 +65,7 @@ def test_one_kernel_asked_for_twice_at_once_builds_once(tmp_path, capfd, monkeyp
     assert loaded[0].kernel.add_value(torch.zeros(1)).item() == 4.0
 
 
+@pytest.mark.slow
 def test_threads_calling_load_build_different_kernels_side_by_side(tmp_path, rendezvous_compiler):
     folders = [write_tiny_kernel(tmp_path / f"tiny_{i}", value=f"{i}.0") for i in (5, 6)]
     values = {}
@@ -77,6 +78,7 @@ def test_threads_calling_load_build_different_kernels_side_by_side(tmp_path, ren
     assert sorted(int(p.read_text()) for p in rendezvous_compiler.glob("saw.*")) == [2, 2]
 
 
+@pytest.mark.slow
 def test_a_failed_build_is_reported_in_its_place_and_the_others_load(tmp_path):
     good = write_tiny_kernel(tmp_path / "good", value="1.0")
     bad = write_tiny_kernel(tmp_path / "bad", cpp=TINY_CPP.replace("VALUE * SCALE", "VALUE * not_declared"))
@@ -144,6 +146,7 @@ def test_the_live_line_names_what_compiles_now_not_what_finished():
     assert fb.steps == ["k.cpp", "k.cu"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_starts_no_queued_build_and_ends_the_running_one(tmp_path, cache_root, monkeypatch):
     monkeypatch.setenv("MAX_JOBS", "1")  # one load at a time: the second starts as the first ends
     folders = [write_tiny_kernel(tmp_path / f"stop_{i}", value=f"{i}.0") for i in range(3)]
