@@ -122,3 +122,32 @@ def test_the_import_reader_sees_a_violation():
              "workbench.report.plots"]
     finally:
         bad.unlink()
+
+
+def test_kernels_common_holds_kernel_math_and_the_loaders_headers_live_in_the_core():
+    """kernels/common is what kernels compute with; what the builder force-includes or puts in
+    front of a user's source (op registration, load_inline's preludes, the lighter torch
+    headers) is workbench/jit/include's."""
+    common = ROOT / "kernels" / "common"
+    core = ROOT / "workbench" / "jit" / "include"
+    loaders = {"kwb_library.h", "kwb_torch_library.h", "kwb_deferred_registration.h", "kwb_inline.h", "kwb_inline.cuh",
+               "kwb_light_torch", "kwb_light_torch_py"}
+    assert loaders <= {p.name for p in core.iterdir()}
+    assert not loaders & {p.name for p in common.iterdir()}
+    for header in common.iterdir():
+        text = header.read_text() if header.is_file() else ""
+        assert "torch::Library" not in text and "PYBIND11_MODULE" not in text, f"{header.name} registers ops"
+    # deferred registration is written once: both macro families record blocks in one list
+    assert sum("std::vector<Block>& blocks()" in p.read_text() for p in core.glob("*.h")) == 1
+
+
+def test_one_compile_and_cache_path_owns_the_shared_steps():
+    """Both compilers (nvcc/ninja, NVRTC) retry, announce spills and write manifests through
+    compile_cache; neither builds a Manifest or loops over attempts of its own."""
+    jit = ROOT / "workbench" / "jit"
+    for backend in ("builder.py", "raw_kernel.py"):
+        text = (jit / backend).read_text()
+        assert "compile_cache.until_inputs_hold(" in text and "compile_cache.write_manifest(" in text, backend
+        assert "Manifest(" not in text and "spills registers" not in text, backend
+    assert "def parse_archs(" in (jit / "toolchain.py").read_text()
+    assert "re.fullmatch" not in (jit / "raw_kernel.py").read_text().split("def _arch(")[1].split("\ndef ")[0]

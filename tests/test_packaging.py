@@ -20,9 +20,11 @@ def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in ("kwb_kernels/relu_scale/relu_scale.cu", "kwb_kernels/relu_scale/relu_scale.cpp",
                    "kwb_kernels/relu_scale/spec.py", "kwb_kernels/relu_scale/ops.py",
-                   "kwb_kernels/common/kwb_library.h", "kwb_kernels/common/kwb_elementwise.cuh",
-                   "kwb_kernels/common/kwb_torch_library.h", "kwb_kernels/common/kwb_light_torch/torch/extension.h",
-                   "kwb_kernels/common/kwb_light_torch_py/torch/extension.h",
+                   "kwb_kernels/common/kwb_elementwise.cuh", "workbench/jit/include/kwb_library.h",
+                   "workbench/jit/include/kwb_deferred_registration.h", "workbench/jit/include/kwb_torch_library.h",
+                   "workbench/jit/include/kwb_inline.h", "workbench/jit/include/kwb_inline.cuh",
+                   "workbench/jit/include/kwb_light_torch/torch/extension.h",
+                   "workbench/jit/include/kwb_light_torch_py/torch/extension.h",
                    "workbench/jit/loader.py", "workbench/harness/spec.py", "workbench/report/plots.py",
                    "cache_tools/layout.py", "cache_tools/manifest.py"):
         assert needed in names, needed

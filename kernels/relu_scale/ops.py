@@ -2,7 +2,7 @@
 this build's ops, their fake kernels for torch.compile, and autograd.
 
 register(ops) is called by the loader with the ops of one build (their namespace is chosen at
-load time; kernels/common/kwb_library.h) and returns the public functions, which the loaded
+load time; workbench/jit/include/kwb_library.h) and returns the public functions, which the loaded
 kernel exposes (k.relu_scale); k.op(name) is the dispatcher op itself.
 """
 import torch

@@ -23,18 +23,24 @@ from pathlib import Path
 from cache_tools import layout
 from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
 from cache_tools.manifest import Manifest, library_problem
-from cache_tools.resources import short_name
 from cache_tools.tool_versions import tool_version
 
-from . import header_cost, light_headers, notices, pch, resources, toolchain
+from . import (
+    compile_cache,
+    header_cost,
+    light_headers,
+    notices,
+    pch,
+    resources,
+    toolchain,
+)
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .locking import BuildLock, clear_dead_owner
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
-from .sources import KernelSource, common_dir
+from .sources import KernelSource, core_include_dir
 
 INPUTS_RECORD = ".kwb-inputs.json"  # per build folder: content hashes each object was built from
-MAX_BUILD_ATTEMPTS = 3  # a source edited during a build triggers another build, at most this often
 
 
 @dataclass
@@ -243,7 +249,7 @@ def _step_flags(source: KernelSource, path: Path, pch_for, full_units: set[str])
     """A unit's own flags: a lighter torch/extension.h (light_headers.py) where it has not
     needed the whole one, precompiled (pch.py; pch_for(light) gives the header or None) for a
     C++ unit that starts with it; kwb's shim first in a TORCH_LIBRARY extension's units that
-    register ops, which defers their registration to load time (kernels/common/kwb_torch_library.h)."""
+    register ops, which defers their registration to load time (workbench/jit/include/kwb_torch_library.h)."""
     flags: list[str] = []
     light = source.torch_style and light_headers.wants_light(path, full_units)
     if path.suffix != ".cu" and pch.wants_pch(path):
@@ -253,7 +259,7 @@ def _step_flags(source: KernelSource, path: Path, pch_for, full_units: set[str])
     if light:
         flags += [light_headers.flag(path)]
     if path in source.torch_library_units:
-        flags += ["-include", str(common_dir() / "kwb_torch_library.h")]
+        flags += ["-include", str(core_include_dir() / "kwb_torch_library.h")]
     return tuple(flags)
 
 
@@ -389,16 +395,16 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
         else:  # a forced build recompiles every object, not only what ninja finds out of date
             for obj in layout.build_dir(entry, config.device).glob("*.o"):
                 obj.unlink()
-        for _ in range(MAX_BUILD_ATTEMPTS):
+
+        def attempt() -> Build | None:
             try:
-                result = _build_locked(source, config, entry, verbose, jobs)
+                return _build_locked(source, config, entry, verbose, jobs)
             except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone
                 if isinstance(e, CacheError) or not _cache_write_failure(e, entry):
                     raise
                 raise cache_error(e, e.filename or layout.build_dir(entry, config.device), "a file of this build") from None
-            if result is not None:
-                return result
-        raise BuildError(source.name, config.device, tail=f"the sources kept changing during {MAX_BUILD_ATTEMPTS} builds; load again once they are saved")
+
+        return compile_cache.until_inputs_hold(attempt, source.name, config.device)
 
 
 def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool, jobs: int | None) -> Build | None:
@@ -471,19 +477,13 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     atomic_copy(build_dir / plan.library, library)
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
     functions = resources.collect(build_dir, plan.steps, output) if config.nvcc else []
-    for f in functions:
-        if f.spills:
-            notices.say(f"kwb: {source.name}: {short_name(f.name)} ({f.arch}) spills registers to local memory: "
-                        f"{f.spill_stores} bytes stored, {f.spill_loads} loaded a thread ({f.registers} registers)")
-    manifest = Manifest(
-        name=source.name, kind=source.kind, ident=source.ident, device=config.device, folder=str(source.folder),
-        base=base, key=key, library=library.name, library_size=library.stat().st_size,
-        library_sha256=sha256_file(library), sources=src_hashes, headers=headers, config=config.fingerprint(),
-        compilers={"cxx": config.cxx, "nvcc": config.nvcc}, built_at=time.time(),
-        build_seconds=round(time.time() - started, 3), build_log=str(log_path), warnings=len(warnings),
-        binding=source.binding, resources={"functions": [f.to_dict() for f in functions]} if functions else {})
+    compile_cache.announce_spills(source.name, functions)
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
-    manifest.write(manifest_path)  # last: marks the build whole
+    manifest = compile_cache.write_manifest(
+        manifest_path, library, functions, name=source.name, kind=source.kind, ident=source.ident, device=config.device,
+        folder=str(source.folder), base=base, key=key, sources=src_hashes, headers=headers, config=config.fingerprint(),
+        compilers={"cxx": config.cxx, "nvcc": config.nvcc}, build_seconds=round(time.time() - started, 3),
+        build_log=str(log_path), warnings=len(warnings), binding=source.binding)
     (build_dir / layout.FAILURE_RECORD).unlink(missing_ok=True)
     _record_inputs(build_dir, plan, deps)
     feedback.done(True, f"; {len(warnings)} warnings, see {log_path}" if warnings else "")

@@ -57,8 +57,8 @@ from .sources import (
     PYBIND,
     KernelSource,
     binding_of,
-    common_dir,
     identifier,
+    kwb_include_dirs,
     uses_torch_library,
 )
 
@@ -220,7 +220,7 @@ def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose
         raise ValueError("load_inline: name the functions to bind with functions=[...] (or {name: docstring}), "
                          "or define PYBIND11_MODULE or TORCH_LIBRARY blocks in cpp_sources")
     source = KernelSource(name=ident, folder=cpp_wrapper.parent, ident=f"{ident}-inline", cpp_sources=[cpp_wrapper],
-                          cuda_sources=cuda_sources, include_dirs=[*includes, common_dir()], kind="inline",
+                          cuda_sources=cuda_sources, include_dirs=[*includes, *kwb_include_dirs()], kind="inline",
                           display_paths=display, binding=binding, module_name=ident, python_module=is_python_module,
                           torch_library_units={w for u, w in parts if uses_torch_library(u)}, use_pch=use_pch)
     return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
@@ -283,7 +283,7 @@ def _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_incl
     # Each wrapper finds its user file beside it ("..." includes), so no part's folder is an
     # include path: another part's edit must not change this part's compile command.
     source = KernelSource(name=ident, folder=folders[0], ident=f"{ident}-inline", cpp_sources=cpp_sources,
-                          cuda_sources=cuda_sources, include_dirs=[*includes, common_dir()], kind="inline",
+                          cuda_sources=cuda_sources, include_dirs=[*includes, *kwb_include_dirs()], kind="inline",
                           display_paths=display)
     return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
                        cuda_includes_torch, root=root)

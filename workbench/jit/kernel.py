@@ -342,7 +342,7 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     try:
         register = handle.kwb_register_library
     except AttributeError:
-        raise LoadError(f"{build.library} exports no kwb_register_library: the kernel's binding .cpp must declare its ops in a KWB_LIBRARY(m) block (kernels/common/kwb_library.h)") from None
+        raise LoadError(f"{build.library} exports no kwb_register_library: the kernel's binding .cpp must declare its ops in a KWB_LIBRARY(m) block (kwb_library.h, in workbench/jit/include)") from None
     register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     register.restype = ctypes.c_int
     err = ctypes.create_string_buffer(8192)

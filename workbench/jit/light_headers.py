@@ -4,7 +4,7 @@ A tutorial .cu includes torch/extension.h, and nvcc parses all of it three times
 cicc, the host compile): 72 s for the tutorial LLTM's .cu on the 2-core machine, 34 s with
 torch/types.h in its place (benchmarks/reference/workbench_choices.md). Kernels and their launch
 code use ATen and the torch:: tensor API, not the C++ frontend (torch::nn, optim, data) or the
-Python bindings, so kwb puts kernels/common/kwb_light_torch/ first on such a unit's include path,
+Python bindings, so kwb puts workbench/jit/include/kwb_light_torch/ first on such a unit's include path,
 whose torch/extension.h includes torch/types.h alone. A C++ unit gets kwb_light_torch_py/, which
 adds torch/python.h for its PYBIND11_MODULE: the frontend's templates are emitted in every unit
 that includes it, precompiled header or not (11.0 s of an empty unit's compile against 6.5 s for
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cache_tools.fsutil import atomic_write_text
 
-from .sources import common_dir
+from .sources import core_include_dir
 
 RECORD = ".kwb-full-torch-headers.json"  # per build folder: units that need torch's own header
 _INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)
@@ -33,7 +33,7 @@ def enabled() -> bool:
 
 def folder(cuda: bool = True) -> Path:
     """The lighter header's folder: torch/types.h alone for CUDA units, with torch/python.h for C++ ones."""
-    return common_dir() / ("kwb_light_torch" if cuda else "kwb_light_torch_py")
+    return core_include_dir() / ("kwb_light_torch" if cuda else "kwb_light_torch_py")
 
 
 def flag(path: Path) -> str:

@@ -20,7 +20,6 @@ import hashlib
 import re
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +34,12 @@ from cache_tools.resources import (
 )
 from cache_tools.tool_versions import file_ident
 
+from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins
-from . import notices, nvrtc, signature, toolchain
-from .errors import BuildError, KwbError
+from .errors import BuildError, KwbError, ToolchainError
+from .locking import BuildLock
 from .signature import Param
-from .sources import common_dir
+from .sources import kwb_include_dirs
 
 KIND = "nvrtc"
 SUFFIX = ".cubin"
@@ -85,13 +85,14 @@ class _Request:
 
 
 def _arch(arch: str | None) -> str:
-    """'sm_90': arch as given ('9.0', '90', 'sm_90a', '9.0+PTX'), else as CUDA builds choose:
-    KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST (its first), else sm_90."""
+    """'sm_90': arch as given ('9.0', '90', 'sm_90a', '9.0+PTX'), else as CUDA builds choose
+    (toolchain.cuda_archs: KWB_CUDA_ARCH, the visible GPU's, TORCH_CUDA_ARCH_LIST's first, sm_90)."""
     given = arch if arch is not None else toolchain.cuda_archs()[0]
-    text = str(given).strip().lower().removesuffix("+ptx").removeprefix("sm_").removeprefix("compute_").replace(".", "")
-    if not re.fullmatch(r"\d{2,3}[af]?", text):
-        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {given!r}")
-    return f"sm_{text}"
+    try:
+        [one] = toolchain.parse_archs(str(given))
+    except (ToolchainError, ValueError):
+        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {given!r}") from None
+    return "sm_" + one.removesuffix("+PTX").replace(".", "")
 
 
 def _request(source, name: str, options, include_dirs, arch, label, first_line) -> _Request:
@@ -114,12 +115,12 @@ def _request(source, name: str, options, include_dirs, arch, label, first_line) 
             text = path.read_text()
         except OSError as e:
             raise FileNotFoundError(f"source: cannot read {path}: {e.strerror}") from None
-        return _Request(name, text, path, label or str(path), first_line, [path.parent, *dirs, common_dir()], options,
+        return _Request(name, text, path, label or str(path), first_line, [path.parent, *dirs, *kwb_include_dirs()], options,
                         _arch(arch), pre_includes)
     if not isinstance(source, str):
         raise TypeError(f"source must be CUDA C++ text or the path of a .cu file, got {type(source).__name__}")
     # text: "..." includes resolve against the working folder (a notebook's), as for a file beside it
-    return _Request(name, source, Path(), label or f"<{name} source>", first_line, [Path.cwd(), *dirs, common_dir()],
+    return _Request(name, source, Path(), label or f"<{name} source>", first_line, [Path.cwd(), *dirs, *kwb_include_dirs()],
                     options, _arch(arch), pre_includes)
 
 
@@ -407,7 +408,7 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     """
     from .cache_dir import cache_root
 
-    for _ in range(3):  # a header saved while NVRTC read it: the key is taken again
+    def attempt() -> RawKernel | None:  # None: a header saved while NVRTC read it, the key is taken again
         req = _request(source, name, options, include_dirs, arch, label, first_line)
         entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
         _keep_text(req, entry)
@@ -419,14 +420,17 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
         if hit is not None:
             return _again(hit)
         stem = layout.stem(name, "cuda", base, key)
-        kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base, key,
-                                                               verbose)
+        kernel = _from_disk(req, entry, stem, key)
         if kernel is None:
-            continue
-        with _lock:
-            _memory[key] = kernel
+            with BuildLock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
+                kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base,
+                                                                       key, verbose)
+        if kernel is not None:
+            with _lock:
+                _memory[key] = kernel
         return kernel
-    raise BuildError(name, "cuda, NVRTC", tail="its headers kept changing during 3 compiles; load again once they are saved")
+
+    return compile_cache.until_inputs_hold(attempt, name, "cuda, NVRTC")
 
 
 def _again(kernel: RawKernel) -> RawKernel:
@@ -509,21 +513,14 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
                          tail=f"the source has no extern \"C\" __global__ function named {req.name}; the cubin holds: "
                               f"{', '.join(names) or 'none'} (a function without extern \"C\" has a mangled name)")
     functions = parse_ptxas(done.log, str(program))
-    for f in functions:
-        if f.spills:
-            notices.say(f"kwb: {req.name}: {f.name} ({f.arch}) spills registers to local memory: {f.spill_stores} bytes "
-                        f"stored, {f.spill_loads} loaded a thread ({f.registers} registers)")
+    compile_cache.announce_spills(req.name, functions)
     cubin_path = entry / f"{stem}{SUFFIX}"
     atomic_write_bytes(cubin_path, done.cubin)
-    manifest = Manifest(
-        name=req.name, kind=KIND, ident=entry.name[len(layout.ENTRY_PREFIX):], device="cuda",
-        folder=str(program.parent), base=base, key=key, library=cubin_path.name, library_size=len(done.cubin),
-        library_sha256=hashlib.sha256(done.cubin).hexdigest(), sources=sources, headers=headers, config=config,
-        compilers={"cxx": None, "nvcc": None, "nvrtc": nvrtc.library_path()}, built_at=time.time(),
-        build_seconds=round(done.seconds, 4), build_log=str(log_path),
-        warnings=sum(d.severity == "warning" for d in diagnostics.parse(done.log)), binding=KIND,
-        resources={"functions": [f.to_dict() for f in functions]} if functions else {})
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
-    manifest.write(manifest_path)  # last: marks the cubin whole
+    compile_cache.write_manifest(
+        manifest_path, cubin_path, functions, name=req.name, kind=KIND, ident=entry.name[len(layout.ENTRY_PREFIX):],
+        device="cuda", folder=str(program.parent), base=base, key=key, sources=sources, headers=headers, config=config,
+        compilers={"cxx": None, "nvcc": None, "nvrtc": nvrtc.library_path()}, build_seconds=round(done.seconds, 4),
+        build_log=str(log_path), warnings=sum(d.severity == "warning" for d in diagnostics.parse(done.log)), binding=KIND)
     return _kernel(req, key, done.cubin, manifest_path, cubin_path, functions, compiled=True, seconds=done.seconds)
 

@@ -51,7 +51,19 @@ def kernels_dir() -> Path:
 
 
 def common_dir() -> Path:
+    """The kernel math the shipped kernels share (kernels/common)."""
     return kernels_dir() / "common"
+
+
+def core_include_dir() -> Path:
+    """kwb's own headers: op registration (kwb_library.h, kwb_torch_library.h), load_inline's
+    preludes and the lighter torch/extension.h."""
+    return Path(__file__).resolve().parent / "include"
+
+
+def kwb_include_dirs() -> list[Path]:
+    """What every build searches after its own folders: kwb's own headers, then kernels/common."""
+    return [core_include_dir(), common_dir()]
 
 
 def builtin_names() -> list[str]:
@@ -223,7 +235,7 @@ def from_folder(folder: Path, ident: str) -> KernelSource:
         ident=ident,
         cpp_sources=[p for p in files if p.suffix in CPP_SUFFIXES],
         cuda_sources=[p for p in files if p.suffix in CUDA_SUFFIXES],
-        include_dirs=[folder, *roots, common_dir()] if binding != KWB else [folder, common_dir()],
+        include_dirs=[folder, *roots, *kwb_include_dirs()] if binding != KWB else [folder, *kwb_include_dirs()],
         binding=binding,
         module_name=name,
         torch_library_units={p for p in files if binding == TORCH_LIBRARY and uses_torch_library(p)},
@@ -252,7 +264,7 @@ def from_files(name: str, paths, include_dirs=()) -> KernelSource:
         ident=f"{ident}-{digest}",
         cpp_sources=[p for p in files if p.suffix in CPP_SUFFIXES],
         cuda_sources=[p for p in files if p.suffix in CUDA_SUFFIXES],
-        include_dirs=[*parents, *[Path(d).expanduser().resolve() for d in include_dirs], common_dir()],
+        include_dirs=[*parents, *[Path(d).expanduser().resolve() for d in include_dirs], *kwb_include_dirs()],
         kind="sources",
         binding=binding,
         module_name=ident,

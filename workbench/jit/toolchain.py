@@ -284,7 +284,7 @@ def gpu_available() -> bool:
     return torch_facts.driver_gpu_capability() is not None
 
 
-def _normalize_arch(text: str) -> list[str]:
+def parse_archs(text: str) -> list[str]:
     """'9.0', '90', 'sm_90', '8.0;9.0+PTX', '9.0a' -> ['9.0', ...] (keeps +PTX and a/f suffixes)."""
     archs = []
     for part in re.split(r"[;,\s]+", text.strip()):
@@ -304,13 +304,13 @@ def cuda_archs() -> tuple[str, ...]:
     """The archs to build for: KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST,
     else 9.0 with a notice. Never torch's all-arch default (several times slower to build)."""
     if os.environ.get("KWB_CUDA_ARCH"):
-        return tuple(_normalize_arch(os.environ["KWB_CUDA_ARCH"]))
+        return tuple(parse_archs(os.environ["KWB_CUDA_ARCH"]))
     if gpu_available():
         torch = torch_facts.imported_torch()
         major, minor = torch.cuda.get_device_capability() if torch is not None else torch_facts.driver_gpu_capability()
         return (f"{major}.{minor}",)
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return tuple(_normalize_arch(os.environ["TORCH_CUDA_ARCH_LIST"]))
+        return tuple(parse_archs(os.environ["TORCH_CUDA_ARCH_LIST"]))
     notices.once("arch-default", f"kwb: no GPU visible and neither KWB_CUDA_ARCH nor TORCH_CUDA_ARCH_LIST is set; building CUDA code for sm_{DEFAULT_ARCH.replace('.', '')}")
     return (DEFAULT_ARCH,)
 

@@ -1,0 +1,54 @@
+"""The steps of compile-and-cache that do not depend on the compiler: nvcc/ninja (extensions,
+builder.py) and NVRTC (raw kernels, raw_kernel.py) both go key -> memory -> disk -> compile ->
+manifest, and both use these for the parts they share:
+
+    until_inputs_hold(attempt, name, what)   compile again while a file changes under the compiler
+    announce_spills(name, functions)          one notice per kernel that spills registers
+    write_manifest(path, library, ...)        the manifest, written last: it marks the library whole
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from cache_tools.fsutil import sha256_file
+from cache_tools.manifest import Manifest
+from cache_tools.resources import FunctionResources, short_name
+
+from . import notices
+from .errors import BuildError
+
+T = TypeVar("T")
+
+# A file saved while the compiler read it makes the result not what the key says: compile
+# again, at most this often (benchmarks/chaos.py's edit storm settles within 2).
+MAX_ATTEMPTS = 3
+
+
+def until_inputs_hold(attempt: Callable[[], T | None], name: str, what: str) -> T:
+    """attempt() until it returns a result; None means an input changed during its compile."""
+    for _ in range(MAX_ATTEMPTS):
+        result = attempt()
+        if result is not None:
+            return result
+    raise BuildError(name, what, tail=f"its sources or headers kept changing during {MAX_ATTEMPTS} compiles; "
+                                      "load again once they are saved")
+
+
+def announce_spills(name: str, functions: list[FunctionResources]) -> None:
+    for f in functions:
+        if f.spills:
+            notices.say(f"kwb: {name}: {short_name(f.name)} ({f.arch}) spills registers to local memory: "
+                        f"{f.spill_stores} bytes stored, {f.spill_loads} loaded a thread ({f.registers} registers)")
+
+
+def write_manifest(path: Path, library: Path, functions: list[FunctionResources], **fields) -> Manifest:
+    """The manifest of a library just compiled and written, with its size, digest and resources.
+    Written last: a manifest on disk means its library is whole."""
+    manifest = Manifest(library=library.name, library_size=library.stat().st_size, library_sha256=sha256_file(library),
+                        built_at=time.time(), resources={"functions": [f.to_dict() for f in functions]} if functions else {},
+                        **fields)
+    manifest.write(path)
+    return manifest
