@@ -9,7 +9,7 @@
 #   jit     benchmarks/jit_loop.py --repeat 2 (every approach but the tutorial's 30-70 s builds)
 #   notebooks notebooks/run.py: every walkthrough re-executed in place
 # and write benchmarks/results/<device>/<date>-<commit>/ (the run's report, logs, sanitizer and
-# gpu_run.json) and benchmarks/results/<device>/gpu_run.json, the newest (the README quotes it).
+# gpu_run.json) and benchmarks/results/<device>/gpu_run.json, the newest (docs/results.md quotes it).
 #
 #   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [STAGE ...]
 #
@@ -137,7 +137,7 @@ fi
 
 cp "$out"/build_units.txt "$out"/pytest.txt "$run_dir/" 2>/dev/null
 python benchmarks/gpu_summary.py "$facts" "$out" "$run_dir/gpu_run.json"
-cp "$run_dir/gpu_run.json" "$res/gpu_run.json"  # the newest run's figures, which the README quotes
+cp "$run_dir/gpu_run.json" "$res/gpu_run.json"  # the newest run's figures, which docs/results.md quotes
 tar -czf "$out/results.tar.gz" "$res" notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
 if [ -n "${OUT:-}" ]; then cp "$out"/results.tar.gz "$out"/*.facts "$out"/*.txt "$OUT"/ 2>/dev/null; fi
 ls -la "$out"

@@ -70,7 +70,7 @@ def main(facts_path: str, out_dir: str, json_path: str) -> None:
     summary.update(pytest_counts(out / "pytest.xml"))
     summary.update(sanitizer(Path(json_path).parent / "sanitize.json"))  # the run folder's
     summary.update(notebooks(out / "notebooks.log"))
-    # Every figure the README reads is a key, null where its stage did not run (a lease that
+    # Every figure docs/results.md reads is a key, null where its stage did not run (a lease that
     # ran out, a stage not asked for), with the stages left out named.
     stages = {"build": "build_all_cold_s", "run": "kwb_run_cold_s", "tolerance": "tolerance_s", "pytest": "pytest_s",
               "sanitize": "sanitize_s", "jit": "jit_loop_s", "notebooks": "notebooks_s"}

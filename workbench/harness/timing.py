@@ -1,6 +1,6 @@
 """How long does one call take? Timers, sample counts and statistics.
 
-The method (after triton.testing.do_bench; the README's "How `bench` times"):
+The method (after triton.testing.do_bench; docs/design.md, "How bench times"):
   - the first call alone, then a few to estimate the time per call, then warm-up calls for
     WARMUP_S (module load, autotuning, allocator growth stay out of the numbers);
   - one sample per call, each preceded by a cache flush: on CUDA, a write over a buffer twice

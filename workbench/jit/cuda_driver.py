@@ -5,7 +5,7 @@ Only ever called where a GPU is visible: importing this module loads nothing.
 Every call runs inside `on_device(d)`: the primary context of device d (the one torch's runtime
 uses) is made current for the call and the thread's own context put back after, so a launch
 from a thread that never touched CUDA works, and a launch on cuda:1 leaves the thread's
-current device as it was (CuPy's raw kernels needed the same: cupy/cupy#72).
+current device as it was (CuPy's raw kernels once changed it and had to learn the same).
 """
 from __future__ import annotations
 
