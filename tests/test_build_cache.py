@@ -67,6 +67,7 @@ def test_source_edit_rebuilds_and_reverting_reuses_the_first_build(tiny_kernel):
     assert log.stat().st_mtime_ns == log_mtime, "the reverted source was compiled again"
 
 
+@pytest.mark.slow
 def test_flag_change_rebuilds(tiny_kernel):
     k1 = wb.load(tiny_kernel)
     k2 = wb.load(tiny_kernel, extra_cflags=["-DVALUE_UNUSED_FLAG=1"])
@@ -74,6 +75,7 @@ def test_flag_change_rebuilds(tiny_kernel):
     assert "-DVALUE_UNUSED_FLAG=1" in k2.info["config"]["cflags"]
 
 
+@pytest.mark.slow
 def test_content_change_with_an_old_mtime_still_rebuilds(tiny_kernel):
     """ninja trusts mtimes; a file copied with its old mtime (cp -p, tar) must not pass."""
     k1 = wb.load(tiny_kernel)
@@ -166,6 +168,7 @@ def _replace_file(path: Path, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("damage", ["cut to half", "bytes patched"])
+@pytest.mark.slow
 def test_a_damaged_library_is_rebuilt_in_a_fresh_process_never_loaded(tiny_kernel, damage):
     k = wb.load(tiny_kernel)
     lib = k.library_path
@@ -245,6 +248,7 @@ def _damage(case: str, k, tmp_path) -> dict:
     ("entry is a file", "cache folder for this build, .*: File exists; a file is where that folder goes"),
     ("root under a file", r"cache root \(TORCH_EXTENSIONS_DIR\), .*afile/cache: Not a directory"),
 ])
+@pytest.mark.slow
 def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, tmp_path, cache_root, case, want):
     k = wb.load(tiny_kernel)
     env = _damage(case, k, tmp_path)
@@ -265,6 +269,7 @@ def test_a_damaged_cache_is_rebuilt_past_or_named_in_one_sentence(tiny_kernel, t
 
 
 @pytest.mark.parametrize("folder_name", ["we$ird", "has #hash", "a$b #c d"])
+@pytest.mark.slow
 def test_a_kernel_folder_whose_path_holds_dollar_or_hash_builds_and_tracks_its_header(tmp_path, folder_name):
     folder = write_tiny_kernel(tmp_path / folder_name / "tiny", value="2.0")
     k1 = wb.load(folder)

@@ -21,6 +21,10 @@ from conftest import TINY_CPP, write_tiny_kernel
 from cache_tools import layout
 from cache_tools.cli import cache as cache_cli
 
+# One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache
+# with real processes (80-95 s on 2 cores), and a second worker would build it again.
+pytestmark = pytest.mark.xdist_group("test_cache_states")
+
 # One process: build the tiny kernel, build an edit of its header, fail a compile of a broken
 # edit, then revert the header (today's sources are those of the first build again). A second
 # kernel ("bad") never compiles.

@@ -23,6 +23,10 @@ from conftest import write_tiny_kernel
 from cache_tools import api, layout, removal
 from cache_tools.cli import cache as cache_cli
 
+# One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache
+# with real processes (80-95 s on 2 cores), and a second worker would build it again.
+pytestmark = pytest.mark.xdist_group("test_cache_tools")
+
 PLAIN_CPP = """\
 #include <torch/library.h>
 #include <ATen/ops/add.h>

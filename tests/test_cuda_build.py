@@ -21,6 +21,7 @@ def test_cuda_build_registers_cpu_and_cuda_implementations(name):
     assert k.info["config"]["versions"]["nvcc"].startswith("Cuda compilation tools")
 
 
+@pytest.mark.slow
 def test_the_cuda_translation_unit_includes_no_torch_header():
     k = wb.load("relu_scale", device="cuda")
     from workbench.jit.ninja import parse_depfile

@@ -298,6 +298,7 @@ def test_the_tutorial_lltm_is_checked_and_timed_by_the_harness():
     assert {r["provider"] for r in timing.rows} == {"kwb", "eager"} and timing.ok, str(timing)
 
 
+@pytest.mark.slow
 def test_a_cpu_only_build_of_a_cuda_extension_says_what_is_missing():
     with pytest.raises(wb.LoadError, match=r"calls lltm_cuda_forward\(.*\), which its CUDA sources define"):
         wb.load(EXAMPLES / "lltm_cuda", device="cpu")
@@ -457,6 +458,7 @@ def test_a_load_inline_cell_reloads_after_an_edit_of_a_header_it_includes(tmp_pa
     assert m2.gained(torch.ones(1)).item() == 7.0 and m2.build.compiled
 
 
+@pytest.mark.slow
 def test_a_binding_unit_compiles_against_the_lighter_precompiled_header_and_falls_back(tmp_path, capfd):
     lltm = wb.load(EXAMPLES / "lltm_cpp")  # the tutorial's C++: ATen ops and pybind, no torch::nn
     ninja = (lltm.build.manifest_path.parent / "build-cpu" / "build.ninja").read_text()
