@@ -40,7 +40,8 @@ def _no_compiling(monkeypatch):
     monkeypatch.setattr(nvrtc, "compile", refuse)
 
 
-def test_a_kernel_compiles_for_the_arch_with_its_parameters_and_resources():
+def test_a_kernel_compiles_for_the_arch_with_its_parameters_and_resources(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))  # compiled here, whatever other tests put in the session's cache
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
     assert k.compiled and k.arch == "sm_90" and k.cubin[:4] == b"\x7fELF"
     assert [s.size for s in k.slots] == [8, 8, 4, 8] and [s.offset for s in k.slots] == [0, 8, 16, 24]
