@@ -126,6 +126,33 @@ TORCH_LIBRARY_IMPL(shifty, CPU, m) { m.impl("shift", &shift); }
 """
 
 
+def test_a_torch_library_namespace_named_by_a_macro_is_the_one_torchs_macros_give(tmp_path):
+    """TORCH_LIBRARY(TORCH_EXTENSION_NAME, m), with -DTORCH_EXTENSION_NAME=... as the builder
+    passes it: kwb's shim registers under the namespace the macro expands to, as torch does."""
+    from torch.utils.cpp_extension import include_paths
+
+    from workbench.jit import sources, toolchain
+
+    unit = tmp_path / "ops.cpp"
+    unit.write_text("#include <torch/library.h>\n"
+                    "TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) {}\n"
+                    "TORCH_LIBRARY_FRAGMENT(TORCH_EXTENSION_NAME, m) {}\n"
+                    "TORCH_LIBRARY_IMPL(TORCH_EXTENSION_NAME, CPU, m) {}\n")
+
+    def preprocessed(*shim: str) -> str:
+        res = subprocess.run([toolchain.cxx_path(), "-std=c++20", "-E", "-P", "-DTORCH_EXTENSION_NAME=myext",
+                              *[f"-I{d}" for d in include_paths()], *shim, str(unit)],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return res.stdout
+
+    torchs = preprocessed()
+    kwbs = preprocessed("-include", str(sources.core_include_dir() / "kwb_torch_library.h"))
+    assert "kwb::deferred::Registrar" in kwbs  # the shim's blocks, not torch's static initializers
+    assert torchs.count('"myext"') == kwbs.count('"myext"') == 3
+    assert '"TORCH_EXTENSION_NAME"' not in kwbs
+
+
 @pytest.mark.slow
 def test_a_torch_library_reload_registers_under_a_new_namespace_and_says_so(tmp_path):
     folder = tmp_path / "shifty"

@@ -48,15 +48,20 @@ extern "C" __attribute__((used, visibility("default"))) inline int kwb_register_
       err, len);
 }
 
+// Two levels, as torch's C10_STRINGIZE: TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) names the
+// namespace the macro expands to (the module's name), not "TORCH_EXTENSION_NAME".
+#define KWB_TL_STRINGIZE_INNER_(x) #x
+#define KWB_TL_STRINGIZE_(x) KWB_TL_STRINGIZE_INNER_(x)
+
 #undef TORCH_LIBRARY
 #undef TORCH_LIBRARY_FRAGMENT
 #undef TORCH_LIBRARY_IMPL
 #define TORCH_LIBRARY(ns, m)                                             \
-  KWB_DEFERRED_BLOCK_(torch::Library::DEF, #ns, std::nullopt, m, \
+  KWB_DEFERRED_BLOCK_(torch::Library::DEF, KWB_TL_STRINGIZE_(ns), std::nullopt, m, \
                       KWB_DEFERRED_CONCAT_(kwb_torch_library_def_, __COUNTER__))
 #define TORCH_LIBRARY_FRAGMENT(ns, m)                                         \
-  KWB_DEFERRED_BLOCK_(torch::Library::FRAGMENT, #ns, std::nullopt, m, \
+  KWB_DEFERRED_BLOCK_(torch::Library::FRAGMENT, KWB_TL_STRINGIZE_(ns), std::nullopt, m, \
                       KWB_DEFERRED_CONCAT_(kwb_torch_library_fragment_, __COUNTER__))
 #define TORCH_LIBRARY_IMPL(ns, k, m)                                                                    \
-  KWB_DEFERRED_BLOCK_(torch::Library::IMPL, #ns, std::make_optional(c10::DispatchKey::k), m, \
+  KWB_DEFERRED_BLOCK_(torch::Library::IMPL, KWB_TL_STRINGIZE_(ns), std::make_optional(c10::DispatchKey::k), m, \
                       KWB_DEFERRED_CONCAT_(kwb_torch_library_impl_, __COUNTER__))
