@@ -144,6 +144,38 @@ def test_bad_arguments_are_named(kwargs, error, message):
         wb.cuda_kernel(args.pop("source"), args.pop("name"), **args)
 
 
+@pytest.mark.parametrize("given, sm", [("9.0", "sm_90"), ("90", "sm_90"), ("sm_90a", "sm_90a"), ("SM_90", "sm_90"),
+                                       ("9.0+PTX", "sm_90"), ("9.0+ptx", "sm_90"), ("compute_90", "sm_90"),
+                                       ("100", "sm_100"), ("10.0a", "sm_100a"), (" 12.0f ", "sm_120f")])
+def test_arch_takes_the_forms_cuda_builds_take(given, sm):
+    assert raw_kernel._arch(given) == sm  # one reading for nvcc builds and NVRTC: toolchain.parse_archs
+
+
+@pytest.mark.parametrize("given", ["1000", "sm90", "10.00", "8.0;9.0"])
+def test_arch_refuses_what_names_no_single_architecture(given):
+    with pytest.raises(ValueError, match="arch must name a GPU architecture"):
+        raw_kernel._arch(given)
+
+
+def test_a_load_from_disk_clears_the_record_of_a_killed_compile(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from cache_tools import layout
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    lock = k.manifest_path.parent / layout.LOCK_NAME
+    assert lock.exists() and lock.read_text() == ""  # compiled under the entry's lock, released
+    lock.write_text(json.dumps({"pid": 999_999_999, "host": os.uname().nodename, "started": time.time(),
+                                "what": "relu_scale (cuda, NVRTC)"}))
+    [entry] = [e for e in api.open_cache(tmp_path).entries if e.kernel == "relu_scale"]
+    assert entry.state == "stale lock"
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+    again = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
+    assert not again.compiled and lock.read_text() == ""
+
+
 def test_a_damaged_cubin_is_compiled_again_and_verify_flags_it(monkeypatch, cache_root, capfd):
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
     k.cubin_path.write_bytes(k.cubin[: len(k.cubin) // 2])

@@ -37,7 +37,7 @@ from cache_tools.tool_versions import file_ident
 from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins
 from .errors import BuildError, KwbError, ToolchainError
-from .locking import BuildLock
+from .locking import BuildLock, clear_dead_owner
 from .signature import Param
 from .sources import kwb_include_dirs
 
@@ -400,8 +400,8 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
 
     source: CUDA C++ text, or the path of a .cu file (its folder is searched for includes).
     options: NVRTC options ("-DBLOCK=256", "--use_fast_math", "-lineinfo"); include_dirs: folders
-        for #include (kwb's kernels/common is always one). arch: '9.0', 'sm_90a'; default:
-        KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST's first, else sm_90.
+        for #include (kwb's workbench/jit/include and kernels/common are always searched).
+    arch: '9.0', 'sm_90a'; default: KWB_CUDA_ARCH, else the visible GPU's, else TORCH_CUDA_ARCH_LIST's first, else sm_90.
     label, first_line: what errors call the source, and the number of its first line (a cell).
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
@@ -451,6 +451,7 @@ def _from_disk(req: _Request, entry: Path, stem: str, key: str) -> RawKernel | N
         notices.once(f"damaged:{cubin_path}", f"kwb: {req.name} (NVRTC): {problem}; compiling it again")
         return None
     image = cubin_path.read_bytes()
+    clear_dead_owner(entry / layout.LOCK_NAME)  # a compile killed earlier: its record goes once a good cubin loads
     layout.mark_loaded(manifest_path)
     return _kernel(req, manifest.key, image, manifest_path, cubin_path, functions_of(manifest.resources), compiled=False,
                    seconds=0.0)

@@ -290,10 +290,10 @@ def parse_archs(text: str) -> list[str]:
     for part in re.split(r"[;,\s]+", text.strip()):
         if not part:
             continue
-        ptx = part.endswith("+PTX")
-        core = part[:-4] if ptx else part
-        core = core.lower().removeprefix("sm_").removeprefix("compute_")
-        m = re.fullmatch(r"(\d+)\.?(\d)([af]?)", core)
+        core = part.lower()
+        ptx = core.endswith("+ptx")
+        core = core.removesuffix("+ptx").removeprefix("sm_").removeprefix("compute_")
+        m = re.fullmatch(r"(\d{1,2})\.?(\d)([af]?)", core)
         if not m:
             raise ToolchainError(f"cannot read the CUDA arch {part!r}: use forms like 9.0, 90 or sm_90")
         archs.append(f"{m.group(1)}.{m.group(2)}{m.group(3)}" + ("+PTX" if ptx else ""))
