@@ -221,7 +221,9 @@ def test_a_plot_whose_every_row_is_untrusted_says_so_while_other_rows_are_truste
     bench, _ = _many_kernels()
     rows = [dict(r, trust="other processes used the cores") for r in bench if r["kernel"] == "softmax"]
     rows.append(dict(rows[0], kernel="linear_gelu", op="linear_gelu", pct_of_ceiling=None, gbps=None, tflops=1.0, trust=""))
-    for fig in (plots.pct_of_ceiling(rows), plots.ceiling_by_size(rows), plots.latency(rows, "softmax")):
+    beside_eager = [*rows[:-1], dict(rows[0], provider="eager", trust="")]  # a trusted baseline, every kwb row untrusted
+    for fig in (plots.pct_of_ceiling(rows), plots.ceiling_by_size(rows), plots.latency(rows, "softmax"),
+                plots.speedup(beside_eager)):
         assert any("no timing to plot" in t.get_text() for t in _drawn(fig).findobj(lambda a: hasattr(a, "get_text")))
 
 
