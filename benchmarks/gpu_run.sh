@@ -3,6 +3,7 @@
 #   build   `kwb build --all --device cuda` from an empty cache
 #   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
 #   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
+#   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
 #           used (beside the GPU suite: both judge correctness only)
@@ -25,7 +26,7 @@ out="${KWB_GPU_RUN_DIR:-/tmp/kwb-gpu-run}"
 rm -rf "$out"; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 stages=("$@")
-[ "${#stages[@]}" -eq 0 ] && stages=(build run tolerance pytest sanitize jit notebooks)
+[ "${#stages[@]}" -eq 0 ] && stages=(build run tolerance extension pytest sanitize jit notebooks)
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 now() { date +%s.%N; }
 since() { python -c "import sys; print(round($(now) - $1, 1))"; }
@@ -98,6 +99,15 @@ if wants tolerance; then
   fact tolerance_s "$(since "$t")"
   cp "$res"/tolerance_vs_eager.json "$res"/tolerance_vs_eager.md "$run_dir/" 2>/dev/null
   tail -40 "$out/tolerance.log"
+fi
+
+if wants extension; then
+  t=$(now)
+  python benchmarks/extension_loop.py --out benchmarks/results > "$out/extension_loop.log" 2>&1
+  fact extension_loop_rc "$?"
+  fact extension_loop_s "$(since "$t")"
+  cp "$res"/extension_loop.json "$res"/extension_loop.md "$run_dir/" 2>/dev/null
+  tail -30 "$out/extension_loop.log"
 fi
 
 # The GPU suite and the sanitizer judge correctness only, so they share the machine (and its

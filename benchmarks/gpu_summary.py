@@ -72,7 +72,8 @@ def main(facts_path: str, out_dir: str, json_path: str) -> None:
     summary.update(notebooks(out / "notebooks.log"))
     # Every figure docs/results.md reads is a key, null where its stage did not run (a lease that
     # ran out, a stage not asked for), with the stages left out named.
-    stages = {"build": "build_all_cold_s", "run": "kwb_run_cold_s", "tolerance": "tolerance_s", "pytest": "pytest_s",
+    stages = {"build": "build_all_cold_s", "run": "kwb_run_cold_s", "tolerance": "tolerance_s",
+              "extension": "extension_loop_s", "pytest": "pytest_s",
               "sanitize": "sanitize_s", "jit": "jit_loop_s", "notebooks": "notebooks_s"}
     summary["stages_not_run"] = [name for name, key in stages.items() if key not in summary]
     for key in REQUIRED:
