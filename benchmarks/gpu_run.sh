@@ -15,10 +15,9 @@
 #   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [STAGE ...]
 #
 # No STAGE: all of them, in the order above. KWB_PROFILE=1 runs `kwb run` under cProfile.
-# Outputs land in the repository (results, notebooks) and, packed, under $OUT (the device tool's
-# output folder; default ./gpu-out). The device tool ends a command after 10 minutes and empties
-# $OUT for each call: start this under setsid, and collect in a later call from its work folder
-# (KWB_GPU_RUN_DIR, default /tmp/kwb-gpu-run: logs, facts and results.tar.gz), which no call empties.
+# Outputs land in the repository (results, notebooks) and, packed, in the work folder
+# (KWB_GPU_RUN_DIR, default /tmp/kwb-gpu-run: logs, facts and results.tar.gz). Through the device
+# tool, run it with benchmarks/gpu_lease.sh, which starts it in a copy of the tree and collects.
 # The device's copy of the tree may carry a stale .git: pass KWB_GIT_DESCRIBE from your checkout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -149,5 +148,4 @@ cp "$out"/build_units.txt "$out"/pytest.txt "$run_dir/" 2>/dev/null
 python benchmarks/gpu_summary.py "$facts" "$out" "$run_dir/gpu_run.json"
 cp "$run_dir/gpu_run.json" "$res/gpu_run.json"  # the newest run's figures, which docs/results.md quotes
 tar -czf "$out/results.tar.gz" "$res" notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
-if [ -n "${OUT:-}" ]; then cp "$out"/results.tar.gz "$out"/*.facts "$out"/*.txt "$OUT"/ 2>/dev/null; fi
 ls -la "$out"
