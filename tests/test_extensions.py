@@ -22,7 +22,7 @@ import torch
 from conftest import run_python
 
 import workbench as wb
-from workbench.jit import pch
+from workbench.jit import light_headers, pch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -386,6 +386,34 @@ def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_
     lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: the lighter header is enough
     ninja = (lltm.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
     assert "kwb_light_torch\n" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
+
+
+def test_a_unit_that_includes_torchs_header_through_a_quoted_file_gets_the_lighter_one(tmp_path):
+    # load_inline's CUDA wrapper includes the cell's text, which includes torch/extension.h
+    (tmp_path / "cell.cu").write_text("#include <torch/extension.h>\n__global__ void k() {}\n")
+    (tmp_path / "plain.cu").write_text("#include <cuda_runtime.h>\n__global__ void k() {}\n")
+    (tmp_path / "cuda.cu").write_text('#include <torch/types.h>\n#include "cell.cu"\n')
+    (tmp_path / "other.cu").write_text('#include <torch/types.h>\n#include "plain.cu"\n#include "missing.h"\n')
+    assert light_headers.wants_light(tmp_path / "cuda.cu", set())
+    assert not light_headers.wants_light(tmp_path / "other.cu", set())
+    assert not light_headers.wants_light(tmp_path / "cuda.cu", {str(tmp_path / "cuda.cu")})  # needed the whole one
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_a_torch_style_load_inline_cuda_cell_compiles_against_the_lighter_header(tmp_path):
+    cuda = ("#include <torch/extension.h>\n"
+            "__global__ void twice_kernel(const float* x, float* y, int64_t n) {\n"
+            "  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }\n"
+            "torch::Tensor twice(torch::Tensor x) {\n"
+            "  auto y = torch::empty_like(x);\n"
+            "  twice_kernel<<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());\n"
+            "  return y; }\n")
+    k = wb.load_inline("light_cell", cpp_sources="torch::Tensor twice(torch::Tensor x);", cuda_sources=cuda,
+                       functions=["twice"], build_directory=str(tmp_path))
+    ninja = (k.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
+    cuda_step = ninja.split("cuda.cu", 1)[1].split("build ", 1)[0]
+    assert "kwb_light_torch\n" in cuda_step or "kwb_light_torch " in cuda_step
 
 
 # ---- every kind under kwb's promises: concurrent loaders, kill -9, compile errors ----------------

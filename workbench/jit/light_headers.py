@@ -25,6 +25,7 @@ from .sources import core_include_dir
 
 RECORD = ".kwb-full-torch-headers.json"  # per build folder: units that need torch's own header
 _INCLUDES_EXTENSION_H = re.compile(r'^\s*#\s*include\s*[<"]torch/extension\.h[>"]', re.MULTILINE)
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
 def enabled() -> bool:
@@ -46,13 +47,23 @@ def is_light_flag(text: str) -> bool:
 
 
 def wants_light(path: Path, full_units: set[str]) -> bool:
-    """A unit that includes torch/extension.h and has not needed the whole of it before."""
+    """A unit that includes torch/extension.h, itself or through a file it includes with quotes
+    (load_inline's wrapper includes the cell's text: that .cu compiled against all of torch's
+    header, 154 s on the 2-core machine), and has not needed the whole of it before."""
     if str(path) in full_units or not enabled():
         return False
+    return _includes_extension_h(path, depth=2)
+
+
+def _includes_extension_h(path: Path, depth: int) -> bool:
     try:
-        return bool(_INCLUDES_EXTENSION_H.search(path.read_text(errors="replace")))
+        text = path.read_text(errors="replace")
     except OSError:
         return False
+    if _INCLUDES_EXTENSION_H.search(text):
+        return True
+    return depth > 0 and any(_includes_extension_h(path.parent / name, depth - 1)
+                             for name in _QUOTED_INCLUDE.findall(text) if (path.parent / name).is_file())
 
 
 def full_units(build_dir: Path) -> set[str]:
