@@ -24,8 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kwb_store.fsutil import real_location
+
 from . import environment
-from .fsutil import real_location
 
 
 def pid_alive(pid: int) -> bool:

@@ -27,9 +27,10 @@ import os
 import struct
 from pathlib import Path
 
+from kwb_store.fsutil import sha256_file
+
 from . import environment, layout, locks
 from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
-from .fsutil import sha256_file
 from .manifest import Manifest
 
 ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]

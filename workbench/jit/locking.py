@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cache_tools.fsutil import same_file
 from cache_tools.locks import LockOwner, pid_alive, read_owner
+from kwb_store.fsutil import same_file
 
 from . import notices
 from .errors import cache_error

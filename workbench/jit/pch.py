@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.fsutil import atomic_write_text, sha256_file
 from cache_tools.tool_versions import tool_version
+from kwb_store.fsutil import atomic_write_text, sha256_file
 
 from . import detached, notices, toolchain
 from .locking import BuildLock

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
 from cache_tools.resources import FunctionResources
+from kwb_store.fsutil import atomic_write_text
 
 NVCC_FLAGS = ["--resource-usage"]  # ptxas's per-function report on stderr, which ninja captures
 RECORD = "resources.json"  # in the build folder: {object file: [function dicts]}
