@@ -18,10 +18,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kwb_store.manifest import Manifest
+
 from . import layout
 from .environment import TAG_RE
 from .locks import LockState
-from .manifest import Manifest
 
 TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")
 

@@ -27,7 +27,7 @@ import os
 import sys
 from pathlib import Path
 
-from .manifest import FORMAT
+from kwb_store.manifest import FORMAT
 
 ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"

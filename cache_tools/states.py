@@ -28,10 +28,10 @@ import struct
 from pathlib import Path
 
 from kwb_store.fsutil import sha256_file
+from kwb_store.manifest import Manifest
 
 from . import environment, layout, locks
 from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
-from .manifest import Manifest
 
 ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import workbench as wb
-from cache_tools.manifest import Manifest
 from cache_tools.resources import (
     FunctionResources,
     functions_of,
@@ -18,6 +17,7 @@ from cache_tools.resources import (
     resident_blocks,
     short_name,
 )
+from kwb_store.manifest import Manifest
 from workbench.harness import launches, results
 from workbench.jit import resources
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.manifest import Manifest, library_problem
 from cache_tools.tool_versions import tool_version
 from kwb_store.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
+from kwb_store.manifest import Manifest, library_problem
 
 from . import (
     compile_cache,

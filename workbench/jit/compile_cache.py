@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from cache_tools.manifest import Manifest
 from cache_tools.resources import FunctionResources, short_name
 from kwb_store.fsutil import sha256_file
+from kwb_store.manifest import Manifest
 
 from . import notices
 from .errors import BuildError

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cache_tools import layout
-from cache_tools.manifest import FORMAT, Manifest, library_problem
 from cache_tools.resources import (
     TABLE_COLUMNS,
     FunctionResources,
@@ -33,6 +32,7 @@ from cache_tools.resources import (
 )
 from cache_tools.tool_versions import file_ident
 from kwb_store.fsutil import atomic_write_bytes, atomic_write_text, unchanged
+from kwb_store.manifest import FORMAT, Manifest, library_problem
 
 from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins

@@ -12,7 +12,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from kwb_store.fsutil import atomic_write_text, sha256_file
+from .fsutil import atomic_write_text, sha256_file
 
 FORMAT = 1  # bump when the manifest or the build recipe changes meaning
 
