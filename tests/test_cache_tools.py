@@ -20,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import write_tiny_kernel
 
-from cache_tools import api, layout, removal
+from cache_tools import api, removal
 from cache_tools.cli import cache as cache_cli
+from kwb_store import layout
 
 # One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache
 # with real processes (80-95 s on 2 cores), and a second worker would build it again.

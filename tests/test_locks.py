@@ -12,7 +12,7 @@ import torch
 from conftest import write_tiny_kernel
 
 import workbench as wb
-from cache_tools import layout
+from kwb_store import layout
 from workbench.jit.sources import resolve
 
 LOAD_AND_REPORT = """

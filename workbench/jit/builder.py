@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.tool_versions import tool_version
+from kwb_store import layout
 from kwb_store.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
 from kwb_store.manifest import Manifest, library_problem
+from kwb_store.tool_versions import tool_version
 
 from . import (
     compile_cache,

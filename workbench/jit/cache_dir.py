@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cache_tools import layout
+from kwb_store import layout
 
 from . import toolchain
 from .errors import cache_error

@@ -39,7 +39,7 @@ import json
 import re
 from pathlib import Path
 
-from cache_tools import layout
+from kwb_store import layout
 from kwb_store.fsutil import atomic_write_text
 
 from . import device as devices

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cache_tools import layout
+from kwb_store import layout
 
 from . import builder, notices
 from . import device as devices

@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.tool_versions import tool_version
+from kwb_store import layout
 from kwb_store.fsutil import atomic_write_text, sha256_file
+from kwb_store.tool_versions import tool_version
 
 from . import detached, notices, toolchain
 from .locking import BuildLock

@@ -23,16 +23,16 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cache_tools import layout
 from cache_tools.resources import (
     TABLE_COLUMNS,
     FunctionResources,
     functions_of,
     table_rows,
 )
-from cache_tools.tool_versions import file_ident
+from kwb_store import layout
 from kwb_store.fsutil import atomic_write_bytes, atomic_write_text, unchanged
 from kwb_store.manifest import FORMAT, Manifest, library_problem
+from kwb_store.tool_versions import file_ident
 
 from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins

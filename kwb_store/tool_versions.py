@@ -15,9 +15,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from kwb_store.fsutil import atomic_write_text
-
 from . import layout
+from .fsutil import atomic_write_text
 
 _VERSION_CACHE_FILE = layout.TOOL_VERSIONS
 # Held while one process probes: 16 loaders in a fresh root each probed the compilers (about

@@ -1,5 +1,5 @@
 """Where kwb's builds live on disk and how their names and keys are made (the manifest's
-fields are cache_tools.manifest's).
+fields are kwb_store.manifest's).
 
     <root>/                      TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>
       kwb_<name>/                one entry per kernel folder or load_inline name
@@ -27,7 +27,7 @@ import os
 import sys
 from pathlib import Path
 
-from kwb_store.manifest import FORMAT
+from .manifest import FORMAT
 
 ENTRY_PREFIX = "kwb_"
 LOCK_NAME = "lock"
