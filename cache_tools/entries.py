@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kwb_store import layout
+from kwb_store.layout import TAG_RE
 from kwb_store.manifest import Manifest
 
-from .environment import TAG_RE
 from .locks import LockState
 
 TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")

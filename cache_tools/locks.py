@@ -24,9 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kwb_store import environment
 from kwb_store.fsutil import real_location
-
-from . import environment
 
 
 def pid_alive(pid: int) -> bool:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from kwb_store import layout
 from kwb_store.fsutil import real_location, same_file
+from kwb_store.layout import TAG_RE
 
 from .entries import PCH_ORIGIN, Entry, Version, is_entry_dir, trash_folders, tree_size
-from .environment import TAG_RE
 from .locks import OpenFiles
 
 

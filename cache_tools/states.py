@@ -27,11 +27,11 @@ import os
 import struct
 from pathlib import Path
 
-from kwb_store import layout
+from kwb_store import environment, layout
 from kwb_store.fsutil import sha256_file
 from kwb_store.manifest import Manifest
 
-from . import environment, locks
+from . import locks
 from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
 
 ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]

@@ -298,7 +298,7 @@ def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, tmp_path, style)
     kernel drops the lock with its holder. Which one is read from the torch that made the
     build (build.ninja's include path), not the running one. kwb's flock lock: the file names
     the dead builder; unlock empties it."""
-    from cache_tools import environment
+    from kwb_store import environment
 
     running_style = environment.torch_lock_style()
     ninja = cache / "tinl" / "build.ninja"

@@ -13,10 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kwb_store import layout
-from kwb_store.tool_versions import tool_version
-
-TAG_RE = re.compile(r"^py\d+[a-z]*_(cpu|cu\d+|rocm[\d.]*|xpu)$")
+from . import layout
+from .tool_versions import tool_version
 
 
 @dataclass(frozen=True)
