@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kwb_store import environment
+from kwb_store import environment, locks
 
-from . import locks, removal, states
+from . import removal, states
 from .entries import PCH_ORIGIN, Entry, scan, trash_folders, tree_size
 
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 from kwb_store import layout
 from kwb_store.layout import TAG_RE
+from kwb_store.locks import LockState
 from kwb_store.manifest import Manifest
-
-from .locks import LockState
 
 TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")
 

@@ -27,11 +27,10 @@ import os
 import struct
 from pathlib import Path
 
-from kwb_store import environment, layout
+from kwb_store import environment, layout, locks
 from kwb_store.fsutil import sha256_file
 from kwb_store.manifest import Manifest
 
-from . import locks
 from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
 
 ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]

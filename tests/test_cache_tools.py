@@ -586,7 +586,7 @@ def test_a_clean_racing_a_real_build_leaves_that_build_usable(tmp_path, cache_ro
 
 
 def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp_path):
-    from workbench.jit.locking import BuildLock
+    from kwb_store.locks import BuildLock
 
     entry = tmp_path / "root" / "kwb_x"
     entry.mkdir(parents=True)

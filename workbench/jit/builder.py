@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kwb_store import layout
 from kwb_store.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
+from kwb_store.locks import clear_dead_owner
 from kwb_store.manifest import Manifest, library_problem
 from kwb_store.tool_versions import tool_version
 
@@ -36,7 +37,6 @@ from . import (
 )
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
-from .locking import BuildLock, clear_dead_owner
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource, core_include_dir
 
@@ -387,7 +387,7 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
     ninja's -j, None for ninja's default."""
     entry = layout.entry_dir(root, source.ident)
     what = f"{source.name} ({config.device})"
-    with BuildLock(entry / layout.LOCK_NAME, what):
+    with compile_cache.build_lock(entry / layout.LOCK_NAME, what):
         if not force:
             done = find_cached(source, config, root)
             if done is not None:

@@ -5,6 +5,7 @@ manifest, and both use these for the parts they share:
     until_inputs_hold(attempt, name, what)   compile again while a file changes under the compiler
     announce_spills(name, functions)          one notice per kernel that spills registers
     write_manifest(path, library, ...)        the manifest, written last: it marks the library whole
+    build_lock(path, what)                    the entry's lock (kwb_store.locks) with kwb's notices and errors
 """
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from typing import TypeVar
 
 from cache_tools.resources import FunctionResources, short_name
 from kwb_store.fsutil import sha256_file
+from kwb_store.locks import BuildLock
 from kwb_store.manifest import Manifest
 
 from . import notices
-from .errors import BuildError
+from .errors import BuildError, cache_error
 
 T = TypeVar("T")
 
@@ -52,3 +54,9 @@ def write_manifest(path: Path, library: Path, functions: list[FunctionResources]
                         **fields)
     manifest.write(path)
     return manifest
+
+
+def build_lock(path: Path, what: str, timeout: float | None = None) -> BuildLock:
+    """`with build_lock(entry / layout.LOCK_NAME, "relu_scale (cuda)"):` -- one builder at a time;
+    its waits told through notices, a lock file that cannot be made a one-sentence CacheError."""
+    return BuildLock(path, what, timeout, say=notices.say, refused=cache_error)

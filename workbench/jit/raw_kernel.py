@@ -31,13 +31,13 @@ from cache_tools.resources import (
 )
 from kwb_store import layout
 from kwb_store.fsutil import atomic_write_bytes, atomic_write_text, unchanged
+from kwb_store.locks import clear_dead_owner
 from kwb_store.manifest import FORMAT, Manifest, library_problem
 from kwb_store.tool_versions import file_ident
 
 from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins
 from .errors import BuildError, KwbError, ToolchainError
-from .locking import BuildLock, clear_dead_owner
 from .signature import Param
 from .sources import kwb_include_dirs
 
@@ -422,7 +422,7 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
         stem = layout.stem(name, "cuda", base, key)
         kernel = _from_disk(req, entry, stem, key)
         if kernel is None:
-            with BuildLock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
+            with compile_cache.build_lock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
                 kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base,
                                                                        key, verbose)
         if kernel is not None:
