@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from conftest import write_tiny_kernel
 
 from cache_tools import api, removal
-from cache_tools.cli import cache as cache_cli
+from cache_tools.commands import cache as cache_cli
 from kwb_store import layout
 
 # One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from cache_tools.resources import FunctionResources, short_name
+from cache_tools.resource_rows import short_name
 from kwb_store.fsutil import sha256_file
 from kwb_store.locks import BuildLock
 from kwb_store.manifest import Manifest
+from kwb_store.resources import FunctionResources
 
 from . import notices
 from .errors import BuildError, cache_error

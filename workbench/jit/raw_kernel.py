@@ -23,16 +23,12 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cache_tools.resources import (
-    TABLE_COLUMNS,
-    FunctionResources,
-    functions_of,
-    table_rows,
-)
+from cache_tools.resource_rows import TABLE_COLUMNS, table_rows
 from kwb_store import layout
 from kwb_store.fsutil import atomic_write_bytes, atomic_write_text, unchanged
 from kwb_store.locks import clear_dead_owner
 from kwb_store.manifest import FORMAT, Manifest, library_problem
+from kwb_store.resources import FunctionResources, functions_of
 from kwb_store.tool_versions import file_ident
 
 from . import compile_cache, notices, nvrtc, signature, toolchain
@@ -496,7 +492,7 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
     if verbose:
         notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
     from . import diagnostics  # only a compile reads NVRTC's log
-    from .resources import parse_ptxas
+    from .ptxas import parse_ptxas
 
     done = nvrtc.compile(req.text, str(program), options)
     log_path = layout.build_dir(entry, KIND) / f"{stem}.log"
