@@ -10,7 +10,7 @@ from kwb_store import layout
 
 from . import builder, notices
 from . import device as devices
-from .cache_dir import cache_root
+from .compile_cache import cache_root
 from .errors import LoadError
 from .sources import KWB, KernelSource, from_files, resolve
 

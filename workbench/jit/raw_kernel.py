@@ -402,11 +402,9 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
     """
-    from .cache_dir import cache_root
-
     def attempt() -> RawKernel | None:  # None: a header saved while NVRTC read it, the key is taken again
         req = _request(source, name, options, include_dirs, arch, label, first_line)
-        entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
+        entry = layout.entry_dir(root or compile_cache.cache_root(), f"{KIND}-{name}")
         _keep_text(req, entry)
         config, sources, headers = _key_parts(req)
         base = layout.build_base(config, sources)
