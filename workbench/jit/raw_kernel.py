@@ -4,7 +4,7 @@ torch tensors, for the sub-second edit loop (no nvcc, no host compiler, no linke
     k = wb.cuda_kernel(source, "relu_scale")           # source: text, or a .cu file's path
     k((blocks,), (256,), (x, y, 1.5, x.numel()))       # on the current stream, arguments checked
 
-Cache: the cubin and its manifest under <cache root>/kwb_nvrtc-<name>/, keyed (cache_tools'
+Cache: the cubin and its manifest under <cache root>/kwb_nvrtc-<name>/, keyed (kwb_store's
 build_base/build_key, as nvcc builds are) by the source, every header it includes (found by
 following its #include lines through the include folders, each hashed), the options, the
 architecture and NVRTC's version. A key seen in this process is a dictionary lookup; one on
@@ -143,7 +143,7 @@ def _include_options(options: list[str]) -> tuple[list[str], list[Path], list[Pa
 
 
 def _key_parts(req: _Request) -> tuple[dict, dict, dict]:
-    """(config, sources, headers) as cache_tools' build_base/build_key take them. Text is
+    """(config, sources, headers) as kwb_store's build_base/build_key take them. Text is
     recorded as the file kwb keeps it in (_keep_text: entry/src/<name>-<hash>.cu), so `kwb
     cache verify` recomputes the same key and `kwb cache list` finds the source."""
     headers: dict[str, str] = {}
