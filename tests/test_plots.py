@@ -214,6 +214,17 @@ def test_untrusted_rows_are_left_out_of_every_plot():
         assert NOISY_US not in _shown_values(fig)
 
 
+def test_a_plot_whose_every_row_is_untrusted_says_so_while_other_rows_are_trusted():
+    """A busy 2-core run: the rows with a bytes model all marked noisy, a FLOP-only row (a
+    matmul's) trusted. The ceiling plot says it has nothing to show; it used to raise and fail
+    the whole `kwb run` (exit 2)."""
+    bench, _ = _many_kernels()
+    rows = [dict(r, trust="other processes used the cores") for r in bench if r["kernel"] == "softmax"]
+    rows.append(dict(rows[0], kernel="linear_gelu", op="linear_gelu", pct_of_ceiling=None, gbps=None, tflops=1.0, trust=""))
+    for fig in (plots.pct_of_ceiling(rows), plots.ceiling_by_size(rows), plots.latency(rows, "softmax")):
+        assert any("no timing to plot" in t.get_text() for t in _drawn(fig).findobj(lambda a: hasattr(a, "get_text")))
+
+
 def test_saving_every_plot_warns_of_nothing(tmp_path):
     bench, errors = _many_kernels()
     with warnings.catch_warnings():
