@@ -25,8 +25,9 @@ import time
 from datetime import date
 from pathlib import Path
 
-from cache_tools import api, environment
-from cache_tools.manifest import Manifest
+from cache_tools import api
+from kwb_store import environment
+from kwb_store.manifest import Manifest
 
 ELF_STUB = b"\x7fELF\x02\x01\x01" + b"\0" * (4096 - 7)  # header fields 0: nothing announced past the end
 

@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import environment, locks, removal, states
+from kwb_store import environment, locks
+
+from . import removal, states
 from .entries import PCH_ORIGIN, Entry, scan, trash_folders, tree_size
 
 

@@ -1,7 +1,7 @@
 """What an extensions cache holds: one Entry per build folder, found by reading the folders
 (never by importing a library), in either layout:
 
-- kwb's (cache_tools/layout.py): `kwb_<ident>/` with a JSON manifest per finished build;
+- kwb's (kwb_store/layout.py): `kwb_<ident>/` with a JSON manifest per finished build;
 - torch.utils.cpp_extension's: `<name>/` with `build.ninja`, objects, `<name>.so`,
   `<name>_v1.so`, ... (one per in-process rebuild) and a `lock` file while building.
 
@@ -18,10 +18,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import layout
-from .environment import TAG_RE
-from .locks import LockState
-from .manifest import Manifest
+from kwb_store import layout
+from kwb_store.layout import TAG_RE
+from kwb_store.locks import LockState
+from kwb_store.manifest import Manifest
 
 TORCH_VERSION_RE = re.compile(r"^(?P<base>.+?)(?:_v(?P<n>\d+))?\.so$")
 

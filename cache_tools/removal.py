@@ -5,7 +5,7 @@
 - A root that is `/`, a home folder, or does not look like an extensions cache is refused
   unless forced (check_root).
 - Never an entry whose build is running: kwb's entries are removed holding their flock, so a
-  builder waits until the entry is gone and then builds afresh (workbench/locking.py retries
+  builder waits until the entry is gone and then builds afresh (kwb_store/locks.py retries
   when the lock file it waited on was moved); torch's only when no process holds their lock.
 - No half-deleted entry that loads as valid: an entry is first renamed (atomically) into
   `.kwb-trash/` beside it, then deleted there; a crash leaves a trash folder, which the next
@@ -26,11 +26,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import layout
+from kwb_store import layout
+from kwb_store.fsutil import real_location, same_file
+from kwb_store.layout import TAG_RE
+from kwb_store.locks import OpenFiles
+
 from .entries import PCH_ORIGIN, Entry, Version, is_entry_dir, trash_folders, tree_size
-from .environment import TAG_RE
-from .fsutil import real_location, same_file
-from .locks import OpenFiles
 
 
 class RootRefused(Exception):

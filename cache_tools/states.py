@@ -27,10 +27,11 @@ import os
 import struct
 from pathlib import Path
 
-from . import environment, layout, locks
+from kwb_store import environment, layout, locks
+from kwb_store.fsutil import sha256_file
+from kwb_store.manifest import Manifest
+
 from .entries import PCH_ORIGIN, BuildFolder, Entry, Version
-from .fsutil import sha256_file
-from .manifest import Manifest
 
 ORDER = ["building", "stale lock", "broken", "failed", "interrupted", "orphaned", "stale", "fresh"]
 

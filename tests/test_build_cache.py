@@ -15,7 +15,7 @@ import torch
 from conftest import TINY_CPP, run_python, write_tiny_kernel
 
 import workbench as wb
-from cache_tools import layout
+from kwb_store import layout
 
 
 def _value(k) -> float:

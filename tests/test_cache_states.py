@@ -18,8 +18,8 @@ import torch
 from click.testing import CliRunner
 from conftest import TINY_CPP, write_tiny_kernel
 
-from cache_tools import layout
-from cache_tools.cli import cache as cache_cli
+from cache_tools.commands import cache as cache_cli
+from kwb_store import layout
 
 # One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache
 # with real processes (80-95 s on 2 cores), and a second worker would build it again.

@@ -20,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import write_tiny_kernel
 
-from cache_tools import api, layout, removal
-from cache_tools.cli import cache as cache_cli
+from cache_tools import api, removal
+from cache_tools.commands import cache as cache_cli
+from kwb_store import layout
 
 # One xdist worker runs this module (--dist loadgroup): its module fixture builds a cache
 # with real processes (80-95 s on 2 cores), and a second worker would build it again.
@@ -305,7 +306,7 @@ def test_a_killed_build_leaves_no_lock_that_blocks_loads(cache, tmp_path, style)
     kernel drops the lock with its holder. Which one is read from the torch that made the
     build (build.ninja's include path), not the running one. kwb's flock lock: the file names
     the dead builder; unlock empties it."""
-    from cache_tools import environment
+    from kwb_store import environment
 
     running_style = environment.torch_lock_style()
     ninja = cache / "tinl" / "build.ninja"
@@ -593,7 +594,7 @@ def test_a_clean_racing_a_real_build_leaves_that_build_usable(tmp_path, cache_ro
 
 
 def test_a_builder_waiting_on_a_lock_that_clean_moved_away_takes_the_new_one(tmp_path):
-    from workbench.jit.locking import BuildLock
+    from kwb_store.locks import BuildLock
 
     entry = tmp_path / "root" / "kwb_x"
     entry.mkdir(parents=True)

@@ -1,6 +1,7 @@
 """The package's rooms import one way, read from the source (every import statement, at any
-depth, relative ones resolved): jit <- harness <- report <- the faces, and cache_tools
-stands alone. A new import that breaks the rule fails here, naming the file and the line."""
+depth, relative ones resolved): jit <- harness <- report <- the faces; kwb_store (the cache
+format) stands alone and cache_tools (`kwb cache`) stands on it alone. A new import that breaks
+the rule fails here, naming the file and the line."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,9 @@ FORBIDDEN = {
     "workbench.harness": {"workbench.report", *FACES},
     "workbench.report": FACES,
     "cache_tools": {"workbench", "torch"},
+    "kwb_store": {"workbench", "cache_tools", "torch"},
 }
+PACKAGES = ("workbench", "cache_tools", "kwb_store")
 
 
 def _module_name(path: Path) -> str:
@@ -65,7 +68,7 @@ def _room(module: str) -> str | None:
 
 
 def _files():
-    for folder in ("workbench", "cache_tools"):
+    for folder in PACKAGES:
         yield from sorted((ROOT / folder).rglob("*.py"))
 
 
@@ -82,7 +85,7 @@ def test_each_room_imports_only_what_it_may(path):
     broken = []
     for line, imported, names in _imports(path):
         if any(_under(imported, target) for target in FORBIDDEN[room]):
-            if imported == "workbench" and names == ["__version__"] and room != "cache_tools":
+            if imported == "workbench" and names == ["__version__"] and room not in ("cache_tools", "kwb_store"):
                 continue  # the one version string lives in the front door's module
             broken.append(f"{path.relative_to(ROOT)}:{line} imports {imported} ({room} may not)")
     assert not broken, "\n".join(broken)
@@ -95,17 +98,50 @@ def test_no_private_name_crosses_a_package(path):
     broken = []
     for line, imported, names in _imports(path):
         other = imported.split(".")[0] if imported.split(".")[0] != "workbench" else ".".join(imported.split(".")[:2])
-        if (other in ("workbench", "cache_tools") or other.startswith(("workbench.", "cache_tools"))) and other != top:
+        if (other in PACKAGES or other.startswith(("workbench.", "cache_tools", "kwb_store"))) and other != top:
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             if private:
                 broken.append(f"{path.relative_to(ROOT)}:{line} imports {', '.join(private)} from {imported}")
     assert not broken, "\n".join(broken)
 
 
+def test_every_package_is_a_room_or_the_front_door():
+    """kwb_store and cache_tools are rooms of their own (their files are checked above); no
+    package of the repository's is left out of the check."""
+    assert {"kwb_store", "cache_tools"} <= set(FORBIDDEN)
+    assert [_room(_module_name(p)) for p in sorted((ROOT / "kwb_store").rglob("*.py"))] == \
+        ["kwb_store"] * len(list((ROOT / "kwb_store").rglob("*.py")))
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages - {"kernels"} <= set(PACKAGES), packages
+
+
+def test_no_two_modules_share_a_file_name():
+    """One name, one job: `from .locks import` or a traceback's file name says which module."""
+    names = [p.name for folder in PACKAGES for p in (ROOT / folder).rglob("*.py") if p.name != "__init__.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_the_store_imports_nothing_of_the_rooms_above_it():
+    # the probe of test_the_import_reader_sees_a_violation, for the kwb_store room
+    bad = ROOT / "kwb_store" / "_layers_probe.py"
+    bad.write_text("def f():\n    from cache_tools import api\n    import workbench.jit.notices\n    import torch\n"
+                   "    from . import layout\n")
+    try:
+        found = [imported for _, imported, _ in _imports(bad)]
+        assert [m for m in found if any(_under(m, t) for t in FORBIDDEN["kwb_store"])] == \
+            ["cache_tools", "cache_tools.api", "workbench.jit.notices", "torch"]
+        assert "kwb_store.layout" in found
+    finally:
+        bad.unlink()
+
+
 def test_the_rule_is_written_in_each_rooms_docstring():
     for room in ("jit", "harness", "report"):
         doc = ast.get_docstring(ast.parse((ROOT / "workbench" / room / "__init__.py").read_text())) or ""
         assert "never imports" in doc, f"workbench/{room}/__init__.py must say what it never imports"
+    for room in ("cache_tools", "kwb_store"):
+        doc = ast.get_docstring(ast.parse((ROOT / room / "__init__.py").read_text())) or ""
+        assert "imports neither" in doc, f"{room}/__init__.py must say what it never imports"
 
 
 def test_the_import_reader_sees_a_violation():

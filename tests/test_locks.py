@@ -12,7 +12,7 @@ import torch
 from conftest import write_tiny_kernel
 
 import workbench as wb
-from cache_tools import layout
+from kwb_store import layout
 from workbench.jit.sources import resolve
 
 LOAD_AND_REPORT = """
@@ -68,7 +68,7 @@ def test_a_build_killed_mid_way_never_blocks_the_next_load(tmp_path, cache_root,
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from workbench.jit.locking import BuildLock
+from kwb_store.locks import BuildLock
 with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
     print("holding", flush=True)
     time.sleep(600)
@@ -77,7 +77,7 @@ with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
 WAIT_FOR_LOCK = """
 import sys
 from pathlib import Path
-from workbench.jit.locking import BuildLock
+from kwb_store.locks import BuildLock
 try:
     with BuildLock(Path(sys.argv[1]), "tiny (cpu)"):
         print("got it")

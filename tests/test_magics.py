@@ -173,7 +173,7 @@ def test_a_cuda_cell_is_skipped_where_cuda_can_neither_build_nor_run(ip, capsys,
 @pytest.mark.nvcc
 @pytest.mark.slow
 def test_editing_the_cuda_part_of_a_cell_recompiles_only_the_cu(ip, capsys):
-    from cache_tools import layout
+    from kwb_store import layout
 
     error, shown = run(ip, capsys, "cuda", "medit --functions square", SQUARE)
     assert error is None, shown

@@ -26,7 +26,7 @@ def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
                    "workbench/jit/include/kwb_light_torch/torch/extension.h",
                    "workbench/jit/include/kwb_light_torch_py/torch/extension.h",
                    "workbench/jit/loader.py", "workbench/harness/spec.py", "workbench/report/plots.py",
-                   "cache_tools/layout.py", "cache_tools/manifest.py"):
+                   "kwb_store/layout.py", "kwb_store/manifest.py", "cache_tools/commands.py"):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "kwb = workbench.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

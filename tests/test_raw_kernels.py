@@ -161,7 +161,7 @@ def test_a_load_from_disk_clears_the_record_of_a_killed_compile(tmp_path, monkey
     import os
     import time
 
-    from cache_tools import layout
+    from kwb_store import layout
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")

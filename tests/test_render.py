@@ -5,8 +5,8 @@ from typing import ClassVar
 
 from rich.console import Console
 
-from cache_tools.cli import resource_table
-from cache_tools.resources import FunctionResources
+from cache_tools.commands import resource_table
+from kwb_store.resources import FunctionResources
 from workbench.report.render import bench_table, check_table, headline_table
 
 NAMES = ["linear_gelu_tanh fwd+bwd", "relu_scale_backward", "polynomial_activation_backward"]

@@ -10,16 +10,16 @@ import pytest
 import torch
 
 import workbench as wb
-from cache_tools.manifest import Manifest
-from cache_tools.resources import (
+from cache_tools.resource_rows import short_name
+from kwb_store.manifest import Manifest
+from kwb_store.resources import (
     FunctionResources,
     functions_of,
     occupancy,
     resident_blocks,
-    short_name,
 )
 from workbench.harness import launches, results
-from workbench.jit import resources
+from workbench.jit import ptxas
 
 # ptxas's words as nvcc 13.0 --resource-usage printed them (a kernel with a local array, one
 # that spilled under -maxrregcount, one plain extern "C" kernel)
@@ -43,7 +43,7 @@ ptxas info    : Used 8 registers, used 0 barriers, 360 bytes cmem[0]
 
 
 def test_ptxas_report_is_parsed_per_function():
-    kern, heavy, plain = resources.parse_ptxas(PTXAS, "k.cu")
+    kern, heavy, plain = ptxas.parse_ptxas(PTXAS, "k.cu")
     assert (kern.mangled, kern.arch, kern.registers, kern.stack_bytes, kern.static_smem, kern.barriers) == (
         "_Z4kernILi128EEvPf", "sm_90", 32, 256, 512, 1)
     assert not kern.spills and kern.source == "k.cu"
@@ -52,7 +52,7 @@ def test_ptxas_report_is_parsed_per_function():
 
 
 def test_a_function_without_its_used_line_is_not_reported():
-    assert resources.parse_ptxas("ptxas info    : Compiling entry function 'cut' for 'sm_90'\n") == []
+    assert ptxas.parse_ptxas("ptxas info    : Compiling entry function 'cut' for 'sm_90'\n") == []
 
 
 @pytest.mark.parametrize("regs, smem, block, want", [

@@ -30,7 +30,7 @@ _LAZY = {
     "load": ("workbench.jit.loader", "load"),
     "load_inline": ("workbench.jit.inline", "load_inline"),
     "load_all": ("workbench.jit.parallel", "load_all"),
-    "cache_root": ("workbench.jit.cache_dir", "cache_root"),
+    "cache_root": ("workbench.jit.compile_cache", "cache_root"),
     "Kernel": ("workbench.jit.kernel", "Kernel"),
     "cuda_kernel": ("workbench.jit.raw_kernel", "cuda_kernel"),
     "RawKernel": ("workbench.jit.raw_kernel", "RawKernel"),

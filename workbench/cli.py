@@ -21,7 +21,7 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 
 DEVICES = click.Choice(["cpu", "cuda"])
 
-from cache_tools.resources import functions_of
+from kwb_store.resources import functions_of
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -136,7 +136,7 @@ def build(names: tuple[str, ...], all_: bool, device: str | None, force: bool, v
         out.print(f"[green]✓[/] {loaded.name} ({k.device}): {how}; ops: {', '.join(k.ops)}")
         functions = functions_of(k.build.manifest.resources)
         if verbose and functions:
-            from cache_tools.cli import resource_table
+            from cache_tools.commands import resource_table
 
             out.print(resource_table(functions, indent=2))
 
@@ -385,7 +385,7 @@ def doctor() -> None:
 
 
 # `kwb cache ...` lives in cache_tools (no torch import: it answers in well under a second)
-import cache_tools.cli as _cache_cli
+import cache_tools.commands as _cache_cli
 
 
 def _shipped_names() -> list[str]:

@@ -26,8 +26,8 @@ def run_checks() -> list[Check]:
     except Exception as e:  # noqa: BLE001 - a broken torch install must not crash the doctor
         checks.append(Check("torch", "fail", f"cannot import torch: {e}", "pip install torch"))
         return checks
-    from cache_tools import layout
-    from cache_tools.tool_versions import tool_version
+    from kwb_store import layout
+    from kwb_store.tool_versions import tool_version
 
     from .jit import device as devices
     from .jit import toolchain

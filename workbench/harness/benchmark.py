@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from cache_tools.resources import functions_of
+from kwb_store.resources import functions_of
 
 from ..jit import device as devices
 from ..jit import notices

@@ -42,7 +42,7 @@ class Case:
     nbytes: int | None = None                  # the bytes model's bytes (timing only)
     flops: float | None = None
     baseline_tolerance: Tolerance | None = None  # how baselines are validated before timing
-    functions: tuple = ()                      # the build's GPU functions (cache_tools.resources), for bench's columns
+    functions: tuple = ()                      # the build's GPU functions (kwb_store.resources), for bench's columns
 
 
 # ---- dtypes, seeds, errors ---------------------------------------------------------------

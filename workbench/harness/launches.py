@@ -1,6 +1,6 @@
 """The GPU kernels one call launches, with each launch's block size, registers and shared memory
 as the CUDA profiler (CUPTI, through torch.profiler) saw them, and the theoretical occupancy of
-that launch (cache_tools.resources: the occupancy calculator's rule for the device's arch).
+that launch (kwb_store.resources: the occupancy calculator's rule for the device's arch).
 
 kwb bench profiles one call of each kwb row before timing it (about 50 ms; not timed) and
 reports the launch of its longest kwb kernel: what ran, at the launch used.
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cache_tools.resources import FunctionResources, occupancy, short_name
+from cache_tools.resource_rows import short_name
+from kwb_store.resources import FunctionResources, occupancy
 
 BENCH_FIELDS = ("gpu_kernel", "block", "registers", "smem_bytes", "spill_bytes", "occupancy_pct")
 

@@ -167,7 +167,7 @@ def append(path: Path, rows: list[dict], columns: list[str] | None = None) -> Pa
 def _add_columns(path: Path, columns: list[str]) -> None:
     """Rewrite a CSV whose header is the schema's first columns with the whole schema (the new
     columns blank), in one atomic replace: no row is lost if this is cut short."""
-    from cache_tools.fsutil import atomic_write_text
+    from kwb_store.fsutil import atomic_write_text
 
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))

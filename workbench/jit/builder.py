@@ -20,10 +20,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
-from cache_tools.manifest import Manifest, library_problem
-from cache_tools.tool_versions import tool_version
+from kwb_store import layout
+from kwb_store.fsutil import atomic_copy, atomic_write_text, sha256_file, unchanged
+from kwb_store.locks import clear_dead_owner
+from kwb_store.manifest import Manifest, library_problem
+from kwb_store.tool_versions import tool_version
 
 from . import (
     compile_cache,
@@ -31,12 +32,11 @@ from . import (
     light_headers,
     notices,
     pch,
-    resources,
+    ptxas,
     toolchain,
 )
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
-from .locking import BuildLock, clear_dead_owner
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource, core_include_dir
 
@@ -135,8 +135,8 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
             # -O1: a .cu's host code is launchers only, and -O1 saves 0.14 s an edit; device code is
             # -O3 in cicc and ptxas regardless (benchmarks/reference/workbench_choices.md).
             cuda_cflags = ["-O1", "-std=c++17", *common, "-lineinfo"]
-        # ptxas's report of each kernel's registers, spills and shared memory (build/resources.py)
-        cuda_cflags += resources.NVCC_FLAGS
+        # ptxas's report of each kernel's registers, spills and shared memory (ptxas.py)
+        cuda_cflags += ptxas.NVCC_FLAGS
         lib64 = home / "lib64" if (home / "lib64").exists() else home / "lib"
         ldflags += ["-lc10_cuda", f"-L{lib64}", "-lcudart"]
         if source.torch_style or cuda_includes_torch:
@@ -387,7 +387,7 @@ def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool =
     ninja's -j, None for ninja's default."""
     entry = layout.entry_dir(root, source.ident)
     what = f"{source.name} ({config.device})"
-    with BuildLock(entry / layout.LOCK_NAME, what):
+    with compile_cache.build_lock(entry / layout.LOCK_NAME, what):
         if not force:
             done = find_cached(source, config, root)
             if done is not None:
@@ -476,7 +476,7 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     library = entry / f"{stem}{layout.LIBRARY_SUFFIX}"
     atomic_copy(build_dir / plan.library, library)
     warnings = [d for d in diagnostics.parse(output, cwd=str(build_dir)) if d.severity == "warning"]
-    functions = resources.collect(build_dir, plan.steps, output) if config.nvcc else []
+    functions = ptxas.collect(build_dir, plan.steps, output) if config.nvcc else []
     compile_cache.announce_spills(source.name, functions)
     manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
     manifest = compile_cache.write_manifest(

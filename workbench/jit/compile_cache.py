@@ -2,9 +2,11 @@
 builder.py) and NVRTC (raw kernels, raw_kernel.py) both go key -> memory -> disk -> compile ->
 manifest, and both use these for the parts they share:
 
+    cache_root()                              where builds go: the extensions cache root, made if missing
     until_inputs_hold(attempt, name, what)   compile again while a file changes under the compiler
     announce_spills(name, functions)          one notice per kernel that spills registers
     write_manifest(path, library, ...)        the manifest, written last: it marks the library whole
+    build_lock(path, what)                    the entry's lock (kwb_store.locks) with kwb's notices and errors
 """
 from __future__ import annotations
 
@@ -13,18 +15,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from cache_tools.fsutil import sha256_file
-from cache_tools.manifest import Manifest
-from cache_tools.resources import FunctionResources, short_name
+from cache_tools.resource_rows import short_name
+from kwb_store import layout
+from kwb_store.fsutil import sha256_file
+from kwb_store.locks import BuildLock
+from kwb_store.manifest import Manifest
+from kwb_store.resources import FunctionResources
 
-from . import notices
-from .errors import BuildError
+from . import notices, toolchain
+from .errors import BuildError, cache_error
 
 T = TypeVar("T")
 
 # A file saved while the compiler read it makes the result not what the key says: compile
 # again, at most this often (benchmarks/chaos.py's edit storm settles within 2).
 MAX_ATTEMPTS = 3
+
+
+def cache_root() -> Path:
+    """TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>/ (kwb_store.layout's
+    default_root for the installed torch's CUDA), made if missing."""
+    root = layout.default_root(toolchain.torch_info().cuda)
+    try:  # a root under a file, or unwritable: one sentence, not a raw error from deep inside
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cache_error(e, root, "the extensions cache root (TORCH_EXTENSIONS_DIR)") from None
+    return root
 
 
 def until_inputs_hold(attempt: Callable[[], T | None], name: str, what: str) -> T:
@@ -52,3 +68,9 @@ def write_manifest(path: Path, library: Path, functions: list[FunctionResources]
                         **fields)
     manifest.write(path)
     return manifest
+
+
+def build_lock(path: Path, what: str, timeout: float | None = None) -> BuildLock:
+    """`with build_lock(entry / layout.LOCK_NAME, "relu_scale (cuda)"):` -- one builder at a time;
+    its waits told through notices, a lock file that cannot be made a one-sentence CacheError."""
+    return BuildLock(path, what, timeout, say=notices.say, refused=cache_error)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def start(module: str, job: dict) -> subprocess.Popen:
-    repo = str(Path(__file__).resolve().parents[2])  # workbench/ and cache_tools/ for the child's imports
+    repo = str(Path(__file__).resolve().parents[2])  # workbench/, kwb_store/ and cache_tools/ for the child's imports
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([repo, *filter(None, [os.environ.get("PYTHONPATH")])]))
     return subprocess.Popen([sys.executable, "-m", module, json.dumps(job)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
-from cache_tools.tool_versions import file_ident
+from kwb_store.fsutil import atomic_write_text
+from kwb_store.tool_versions import file_ident
 
 from . import detached, notices, toolchain
 

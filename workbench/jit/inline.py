@@ -39,8 +39,8 @@ import json
 import re
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.fsutil import atomic_write_text
+from kwb_store import layout
+from kwb_store.fsutil import atomic_write_text
 
 from . import device as devices
 from .kernel import Kernel

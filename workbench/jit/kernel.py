@@ -20,7 +20,7 @@ from types import ModuleType
 
 import torch
 
-from cache_tools.fsutil import sha256_file
+from kwb_store.fsutil import sha256_file
 
 from . import notices
 from .builder import Build

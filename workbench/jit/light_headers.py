@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
+from kwb_store.fsutil import atomic_write_text
 
 from .sources import core_include_dir
 

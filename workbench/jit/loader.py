@@ -6,11 +6,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cache_tools import layout
+from kwb_store import layout
 
 from . import builder, notices
 from . import device as devices
-from .cache_dir import cache_root
+from .compile_cache import cache_root
 from .errors import LoadError
 from .sources import KWB, KernelSource, from_files, resolve
 

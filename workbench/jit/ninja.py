@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
+from kwb_store.fsutil import atomic_write_text
 
 from .feedback import BuildFeedback
 

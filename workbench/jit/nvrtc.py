@@ -16,7 +16,7 @@ from pathlib import Path
 from .errors import ToolchainError
 
 # ptxas's per-function report (registers, spills, shared memory) lands in the program log,
-# which kwb parses as it parses nvcc's (build/resources.py).
+# which kwb parses as it parses nvcc's (ptxas.py).
 RESOURCE_OPTIONS = ("--ptxas-options=-v",)
 
 

@@ -4,7 +4,7 @@ A load spends its time in ninja and the compilers, outside Python, so a thread p
 overlaps them fully. The machine's compile slots (cores, capped by memory and MAX_JOBS) are
 shared out: `kernels` loads at once, each ninja running up to `jobs` compilers. Builds show on
 one live board (feedback.BuildBoard). Two loads of one kernel still build it once: they meet at
-its entry's flock as two processes would (locking.py).
+its entry's flock as two processes would (kwb_store/locks.py).
 """
 from __future__ import annotations
 

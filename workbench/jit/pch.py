@@ -29,12 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.fsutil import atomic_write_text, sha256_file
-from cache_tools.tool_versions import tool_version
+from kwb_store import layout
+from kwb_store.fsutil import atomic_write_text, sha256_file
+from kwb_store.tool_versions import tool_version
 
-from . import detached, notices, toolchain
-from .locking import BuildLock
+from . import compile_cache, detached, notices, toolchain
 from .ninja import die_with_parent
 
 HEADER = layout.PCH_HEADER
@@ -87,7 +86,7 @@ def ready(entry: Path) -> bool:
 @contextlib.contextmanager
 def _try_lock(entry: Path, what: str):
     """Held: the entry's lock, if nobody held it; else None (a compile of it is running)."""
-    lock = BuildLock(entry / layout.LOCK_NAME, f"the precompiled {what}", timeout=0)
+    lock = compile_cache.build_lock(entry / layout.LOCK_NAME, f"the precompiled {what}", timeout=0)
     try:
         lock.__enter__()
     except TimeoutError:

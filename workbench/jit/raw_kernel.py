@@ -4,7 +4,7 @@ torch tensors, for the sub-second edit loop (no nvcc, no host compiler, no linke
     k = wb.cuda_kernel(source, "relu_scale")           # source: text, or a .cu file's path
     k((blocks,), (256,), (x, y, 1.5, x.numel()))       # on the current stream, arguments checked
 
-Cache: the cubin and its manifest under <cache root>/kwb_nvrtc-<name>/, keyed (cache_tools'
+Cache: the cubin and its manifest under <cache root>/kwb_nvrtc-<name>/, keyed (kwb_store's
 build_base/build_key, as nvcc builds are) by the source, every header it includes (found by
 following its #include lines through the include folders, each hashed), the options, the
 architecture and NVRTC's version. A key seen in this process is a dictionary lookup; one on
@@ -23,21 +23,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cache_tools import layout
-from cache_tools.fsutil import atomic_write_bytes, atomic_write_text, unchanged
-from cache_tools.manifest import FORMAT, Manifest, library_problem
-from cache_tools.resources import (
-    TABLE_COLUMNS,
-    FunctionResources,
-    functions_of,
-    table_rows,
-)
-from cache_tools.tool_versions import file_ident
+from cache_tools.resource_rows import TABLE_COLUMNS, table_rows
+from kwb_store import layout
+from kwb_store.fsutil import atomic_write_bytes, atomic_write_text, unchanged
+from kwb_store.locks import clear_dead_owner
+from kwb_store.manifest import FORMAT, Manifest, library_problem
+from kwb_store.resources import FunctionResources, functions_of
+from kwb_store.tool_versions import file_ident
 
 from . import compile_cache, notices, nvrtc, signature, toolchain
 from . import cubin as cubins
 from .errors import BuildError, KwbError, ToolchainError
-from .locking import BuildLock, clear_dead_owner
 from .signature import Param
 from .sources import kwb_include_dirs
 
@@ -147,7 +143,7 @@ def _include_options(options: list[str]) -> tuple[list[str], list[Path], list[Pa
 
 
 def _key_parts(req: _Request) -> tuple[dict, dict, dict]:
-    """(config, sources, headers) as cache_tools' build_base/build_key take them. Text is
+    """(config, sources, headers) as kwb_store's build_base/build_key take them. Text is
     recorded as the file kwb keeps it in (_keep_text: entry/src/<name>-<hash>.cu), so `kwb
     cache verify` recomputes the same key and `kwb cache list` finds the source."""
     headers: dict[str, str] = {}
@@ -406,11 +402,9 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
     """
-    from .cache_dir import cache_root
-
     def attempt() -> RawKernel | None:  # None: a header saved while NVRTC read it, the key is taken again
         req = _request(source, name, options, include_dirs, arch, label, first_line)
-        entry = layout.entry_dir(root or cache_root(), f"{KIND}-{name}")
+        entry = layout.entry_dir(root or compile_cache.cache_root(), f"{KIND}-{name}")
         _keep_text(req, entry)
         config, sources, headers = _key_parts(req)
         base = layout.build_base(config, sources)
@@ -422,7 +416,7 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
         stem = layout.stem(name, "cuda", base, key)
         kernel = _from_disk(req, entry, stem, key)
         if kernel is None:
-            with BuildLock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
+            with compile_cache.build_lock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
                 kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base,
                                                                        key, verbose)
         if kernel is not None:
@@ -496,7 +490,7 @@ def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict,
     if verbose:
         notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
     from . import diagnostics  # only a compile reads NVRTC's log
-    from .resources import parse_ptxas
+    from .ptxas import parse_ptxas
 
     done = nvrtc.compile(req.text, str(program), options)
     log_path = layout.build_dir(entry, KIND) / f"{stem}.log"

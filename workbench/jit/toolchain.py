@@ -20,7 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache_tools.tool_versions import file_ident, probe_once
+from kwb_store.tool_versions import file_ident, probe_once
 
 from . import notices, torch_facts
 from .errors import ToolchainError

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
+from kwb_store.fsutil import atomic_write_text
 
 from ..harness import results
 from . import plots

@@ -17,9 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kwb_store.resources import FunctionResources, functions_of
+
 from . import api, removal
 from .entries import Entry, Version
-from .resources import TABLE_COLUMNS, FunctionResources, functions_of, table_rows
+from .resource_rows import TABLE_COLUMNS, table_rows
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)

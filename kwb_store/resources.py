@@ -3,7 +3,8 @@ static shared memory, and what follows from them on its architecture (the most t
 can have, the theoretical occupancy of a launch), as the CUDA occupancy calculator computes them.
 
 The builder records the functions in the build's manifest (from ptxas's --resource-usage
-report); `kwb build -v`, `kwb cache info` and `kwb bench` show them. No torch, no GPU here.
+report, workbench/jit/ptxas.py); `kwb build -v`, `kwb cache info` and `kwb bench` show them
+(their table rows: cache_tools/resource_rows.py). No torch, no GPU here.
 """
 from __future__ import annotations
 
@@ -137,27 +138,3 @@ def functions_of(manifest_resources) -> list[FunctionResources]:
     items = manifest_resources.get("functions", []) if isinstance(manifest_resources, dict) else []
     found = [FunctionResources.from_dict(d) for d in items if isinstance(d, dict)]
     return [f for f in found if f is not None]
-
-
-def short_name(name: str, width: int = 60) -> str:
-    """A kernel's name without its parameter list, cut to width: 'forward_kernel<float, 4, true>'."""
-    base = name
-    if name.endswith(")"):  # drop the parameter list, matching parentheses from the end
-        depth = 0
-        for i in range(len(name) - 1, -1, -1):
-            depth += name[i] == ")"
-            depth -= name[i] == "("
-            if depth == 0:
-                base = name[:i]
-                break
-    base = base.removeprefix("void ").replace("(anonymous namespace)::", "")
-    return base if len(base) <= width else base[: width - 1] + "…"
-
-
-TABLE_COLUMNS = ("function", "arch", "regs", "spill st/ld", "stack", "smem", "max threads")
-
-
-def table_rows(functions: list[FunctionResources]) -> list[tuple[str, ...]]:
-    """One row per function for a table with TABLE_COLUMNS."""
-    return [(short_name(f.name), f.arch, str(f.registers), f"{f.spill_stores}/{f.spill_loads}", str(f.stack_bytes),
-             str(f.static_smem), str(f.max_threads_per_block())) for f in functions]

@@ -43,7 +43,7 @@ class Manifest:
     build_log: str
     warnings: int = 0
     binding: str = "kwb"    # how it binds to Python: "kwb", "pybind" or "torch_library"
-    # {"functions": [...]}: each GPU function's registers, spills, shared memory (cache_tools.resources)
+    # {"functions": [...]}: each GPU function's registers, spills, shared memory (kwb_store.resources)
     resources: dict = field(default_factory=dict)
     format: int = FORMAT
 

@@ -16,8 +16,6 @@ from pathlib import Path
 from . import layout
 from .tool_versions import tool_version
 
-TAG_RE = re.compile(r"^py\d+[a-z]*_(cpu|cu\d+|rocm[\d.]*|xpu)$")
-
 
 @dataclass(frozen=True)
 class Running:

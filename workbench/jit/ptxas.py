@@ -1,7 +1,8 @@
 """Each GPU function's resource use, read from ptxas's report as nvcc compiles (--resource-usage:
 no extra tool, no extra pass; cuobjdump is not in every CUDA install), kept per object file in
 the build folder so a build that recompiles one .cu keeps the others' records, and recorded in
-the build's manifest. cache_tools.resources holds the model (occupancy, limits) and the table.
+the build's manifest. kwb_store.resources holds the record and the model (occupancy, limits);
+cache_tools.resource_rows the table's rows.
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cache_tools.fsutil import atomic_write_text
-from cache_tools.resources import FunctionResources
+from kwb_store.fsutil import atomic_write_text
+from kwb_store.resources import FunctionResources
 
 NVCC_FLAGS = ["--resource-usage"]  # ptxas's per-function report on stderr, which ninja captures
 RECORD = "resources.json"  # in the build folder: {object file: [function dicts]}

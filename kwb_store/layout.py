@@ -1,5 +1,5 @@
 """Where kwb's builds live on disk and how their names and keys are made (the manifest's
-fields are cache_tools.manifest's).
+fields are kwb_store.manifest's).
 
     <root>/                      TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions/<py>_<cu>
       kwb_<name>/                one entry per kernel folder or load_inline name
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +46,8 @@ FAILURE_RECORD = ".kwb-failed.json"  # in build-<device>/: the last compile fail
 PCH_HEADER = "torch_extension.h"  # includes torch/extension.h; its .gch lies beside it
 PCH_RECORD = "pch.json"  # written last: the compiler, flags, seconds and size of the .gch
 PCH_FAILED = "pch.failed"  # written where precompiling the header failed
+# a torch.utils.cpp_extension per-tag folder's name (torch_tag's form): "py311_cu130"
+TAG_RE = re.compile(r"^py\d+[a-z]*_(cpu|cu\d+|rocm[\d.]*|xpu)$")
 
 
 def python_tag() -> str:
