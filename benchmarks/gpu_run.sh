@@ -4,6 +4,7 @@
 #   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
 #   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
 #   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
+#           (15 minutes on the H100: only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
 #           used (beside the GPU suite: both judge correctness only)
@@ -14,7 +15,7 @@
 #
 #   KWB_GIT_DESCRIBE=$(git describe --always --dirty) bash benchmarks/gpu_run.sh [STAGE ...]
 #
-# No STAGE: all of them, in the order above. KWB_PROFILE=1 runs `kwb run` under cProfile.
+# No STAGE: all of them but extension, in the order above. KWB_PROFILE=1 runs `kwb run` under cProfile.
 # Outputs land in the repository (results, notebooks) and, packed, in the work folder
 # (KWB_GPU_RUN_DIR, default /tmp/kwb-gpu-run: logs, facts and results.tar.gz). Through the device
 # tool, run it with benchmarks/gpu_lease.sh, which starts it in a copy of the tree and collects.
@@ -25,7 +26,7 @@ out="${KWB_GPU_RUN_DIR:-/tmp/kwb-gpu-run}"
 rm -rf "$out"; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 stages=("$@")
-[ "${#stages[@]}" -eq 0 ] && stages=(build run tolerance extension pytest sanitize jit notebooks)
+[ "${#stages[@]}" -eq 0 ] && stages=(build run tolerance pytest sanitize jit notebooks)  # about 18 minutes on the H100
 wants() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 now() { date +%s.%N; }
 since() { python -c "import sys; print(round($(now) - $1, 1))"; }
