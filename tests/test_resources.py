@@ -181,3 +181,14 @@ def test_bench_rows_on_a_gpu_carry_the_launch(tmp_path):
     ours = [f for f in functions_of(k.build.manifest.resources) if short_name(f.name) == row["gpu_kernel"] and f.arch == launches.device_arch()]
     assert ours and ours[0].registers == row["registers"]
     assert torch.cuda.is_available()
+
+
+@pytest.mark.cuda
+def test_profiling_a_call_adds_no_warning_to_the_output():
+    import warnings
+
+    x = torch.ones(1024, device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch.profiler's "Profiler clears events ..." printed in every kwb run
+        found = launches.profile(lambda t: t * 2, (x,))
+    assert found and all(launch.name for launch in found)

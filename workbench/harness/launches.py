@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -59,13 +60,17 @@ def profile(fn, args) -> list[Launch]:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args)
-        torch.cuda.synchronize()
     fd, path = tempfile.mkstemp(prefix="kwb-trace-", suffix=".json")
     os.close(fd)
     try:
-        prof.export_chrome_trace(path)
+        # torch warns that "Profiler clears events at the end of each cycle" into every `kwb run`;
+        # there is one cycle here
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn(*args)
+                torch.cuda.synchronize()
+            prof.export_chrome_trace(path)
         with open(path) as f:
             return from_trace(json.load(f))
     finally:
