@@ -1,6 +1,7 @@
-"""A non-editable install carries the kernel sources (built from the wheel, not the checkout)."""
+"""Packaging: a non-editable install carries the kernel sources (built from the wheel, not the checkout); the README stays a guide."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -36,3 +37,10 @@ def test_the_wheel_ships_kernel_sources_and_the_kwb_command(tmp_path):
     metadata = next(n for n in names if n.endswith("METADATA"))
     assert f"Version: {workbench.__version__}\n" in zipfile.ZipFile(wheel).read(metadata).decode()
     assert 'version = "' not in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_readme_stays_a_users_guide_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 350, "design and results belong in docs/ (design.md, results.md)"
+    for target in re.findall(r"\]\(((?!https?:)[^)#\s]+)", readme):
+        assert (ROOT / target).exists(), f"README links to {target}, which is not in the repository"
