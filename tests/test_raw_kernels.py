@@ -13,7 +13,7 @@ from conftest import run_python
 
 import workbench as wb
 from cache_tools import api
-from workbench.jit import nvrtc, raw_kernel, signature
+from workbench.jit import nvrtc, raw_kernel, raw_launch, signature
 
 pytestmark = pytest.mark.nvrtc
 
@@ -264,7 +264,7 @@ def test_types_the_text_cannot_name_follow_the_cubins_sizes():
 def test_launch_dimensions_are_checked(what, value, message):
     limits = (2**31 - 1, 65535, 65535) if what == "grid" else (1024, 1024, 64)
     with pytest.raises(wb.LaunchError, match=message):
-        raw_kernel._dims(value, what, limits)
+        raw_launch._dims(value, what, limits)
 
 
 @pytest.mark.parametrize("declaration, expected", [
