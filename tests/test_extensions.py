@@ -383,9 +383,9 @@ def test_a_cuda_unit_compiles_against_the_lighter_header_and_falls_back_when_it_
     build_dir = k.build.manifest_path.parent / "build-cuda"
     gain_step = (build_dir / "build.ninja").read_text().split("gain.cu", 1)[1].split("build ", 1)[0]
     assert "kwb_light_torch" not in gain_step  # remembered: torch's own header now
-    lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: the lighter header is enough
+    lltm = wb.load(EXAMPLES / "lltm_cuda", device="cuda")  # a tutorial kernel: ATen's core and its ops are enough
     ninja = (lltm.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
-    assert "kwb_light_torch\n" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
+    assert f"{light_headers.OPS_FOLDER}/lltm_cuda_kernel-" in ninja.split("lltm_cuda_kernel.cu", 1)[1].split("build ", 1)[0]
 
 
 def test_a_unit_that_includes_torchs_header_through_a_quoted_file_gets_the_lighter_one(tmp_path):
@@ -394,9 +394,41 @@ def test_a_unit_that_includes_torchs_header_through_a_quoted_file_gets_the_light
     (tmp_path / "plain.cu").write_text("#include <cuda_runtime.h>\n__global__ void k() {}\n")
     (tmp_path / "cuda.cu").write_text('#include <torch/types.h>\n#include "cell.cu"\n')
     (tmp_path / "other.cu").write_text('#include <torch/types.h>\n#include "plain.cu"\n#include "missing.h"\n')
-    assert light_headers.wants_light(tmp_path / "cuda.cu", set())
-    assert not light_headers.wants_light(tmp_path / "other.cu", set())
-    assert not light_headers.wants_light(tmp_path / "cuda.cu", {str(tmp_path / "cuda.cu")})  # needed the whole one
+    assert light_headers.wants_light(tmp_path / "cuda.cu")
+    assert not light_headers.wants_light(tmp_path / "other.cu")
+    build = tmp_path / "build"
+    build.mkdir()
+    levels = light_headers.Levels(build)
+    (flag,) = levels.flags(tmp_path / "cuda.cu")
+    assert light_headers.is_light_flag(flag) and (Path(flag[2:]) / "torch" / "types.h").is_file()  # the prelude's too
+    assert levels.flags(tmp_path / "other.cu") == []
+
+
+def test_a_cuda_units_ops_header_names_the_aten_ops_it_calls_and_nothing_else(tmp_path):
+    unit = tmp_path / "k.cu"
+    unit.write_text("#include <torch/extension.h>\n"
+                    "torch::Tensor f(torch::Tensor x) { auto y = torch::zeros_like(x); return at::addmm(y, x, x); }\n"
+                    "int g() { return not_an_op(1) + torch::Tensor().dim(); }\n")
+    text = light_headers.ops_header(unit)
+    assert "#include <ATen/ops/zeros_like.h>" in text and "#include <ATen/ops/addmm.h>" in text
+    assert "not_an_op" not in text and "<ATen/ATen.h>" not in text and "<torch/types.h>" not in text
+    assert "namespace torch { using namespace at; }" in text
+    unit.write_text("#include <torch/extension.h>\nusing namespace torch;\nTensor f(Tensor x) { return sigmoid(x); }\n")
+    assert "#include <ATen/ops/sigmoid.h>" in light_headers.ops_header(unit)  # calls without torch::
+
+
+def test_a_unit_that_fails_at_its_level_moves_down_one_and_the_folder_remembers(tmp_path):
+    unit = tmp_path / "k.cu"
+    unit.write_text("#include <torch/extension.h>\n")
+    levels = light_headers.Levels(tmp_path)
+    assert levels.level(unit) == "ops" and levels.level(tmp_path / "b.cpp") == "types"
+    assert levels.demote({str(unit)}) == set()
+    assert levels.flags(unit) == [f"-I{light_headers.folder(cuda=True)}"]
+    assert levels.demote({str(unit)}) == {str(unit)}
+    levels.save()
+    assert light_headers.Levels(tmp_path).flags(unit) == []  # torch's own, in the next build too
+    (tmp_path / light_headers.RECORD).write_text(json.dumps([str(unit)]))  # the older record: a list
+    assert light_headers.Levels(tmp_path).level(unit) == "full"
 
 
 @pytest.mark.nvcc
@@ -413,7 +445,7 @@ def test_a_torch_style_load_inline_cuda_cell_compiles_against_the_lighter_header
                        functions=["twice"], build_directory=str(tmp_path))
     ninja = (k.build.manifest_path.parent / "build-cuda" / "build.ninja").read_text()
     cuda_step = ninja.split("cuda.cu", 1)[1].split("build ", 1)[0]
-    assert "kwb_light_torch\n" in cuda_step or "kwb_light_torch " in cuda_step
+    assert f"{light_headers.OPS_FOLDER}/cuda-" in cuda_step
 
 
 # ---- every kind under kwb's promises: concurrent loaders, kill -9, compile errors ----------------

@@ -245,19 +245,18 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
     return out
 
 
-def _step_flags(source: KernelSource, path: Path, pch_for, full_units: set[str]) -> tuple[str, ...]:
-    """A unit's own flags: a lighter torch/extension.h (light_headers.py) where it has not
-    needed the whole one, precompiled (pch.py; pch_for(light) gives the header or None) for a
-    C++ unit that starts with it; kwb's shim first in a TORCH_LIBRARY extension's units that
-    register ops, which defers their registration to load time (workbench/jit/include/kwb_torch_library.h)."""
+def _step_flags(source: KernelSource, path: Path, pch_for, levels: light_headers.Levels | None) -> tuple[str, ...]:
+    """A unit's own flags: a lighter torch/extension.h (light_headers.py, at the unit's level),
+    precompiled (pch.py; pch_for(light) gives the header or None) for a C++ unit that starts
+    with it; kwb's shim first in a TORCH_LIBRARY extension's units that register ops, which
+    defers their registration to load time (workbench/jit/include/kwb_torch_library.h)."""
     flags: list[str] = []
-    light = source.torch_style and light_headers.wants_light(path, full_units)
+    light = levels.flags(path) if source.torch_style and levels is not None else []
     if path.suffix != ".cu" and pch.wants_pch(path):
-        header = pch_for(light)
+        header = pch_for(bool(light))
         if header is not None:
             flags += ["-include", str(header), "-Winvalid-pch"]
-    if light:
-        flags += [light_headers.flag(path)]
+    flags += light
     if path in source.torch_library_units:
         flags += ["-include", str(core_include_dir() / "kwb_torch_library.h")]
     return tuple(flags)
@@ -307,11 +306,11 @@ def _cores_to_spare(build_dir: Path, plan: NinjaPlan) -> bool:
     return cores >= units + 2
 
 
-def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, full_units: set[str] = frozenset()) -> NinjaPlan:
+def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, levels: light_headers.Levels | None = None) -> NinjaPlan:
     names = _object_names(source.sources(config.device == "cuda"))
-    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_for, full_units)) for p in source.cpp_sources]
+    steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_for, levels)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, full_units)) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, levels)) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
 
 
@@ -411,8 +410,8 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     build_dir = layout.build_dir(entry, config.device)
     build_dir.mkdir(parents=True, exist_ok=True)
     pch_for = _pch_headers(source, config, entry.parent)
-    full_units = light_headers.full_units(build_dir)
-    plan = _plan(source, config, pch_for, full_units)
+    levels = light_headers.Levels(build_dir)
+    plan = _plan(source, config, pch_for, levels)
     base, src_hashes = _base(source, config)
     _invalidate_changed_objects(build_dir, plan)
     headers_before = _hash_files([h for h in _recorded_headers(build_dir) if os.path.exists(h)])
@@ -427,13 +426,16 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
     last = output  # the attempt whose diagnostics a failure reports
     from . import diagnostics  # only builds parse compiler output
 
-    light = {str(s.source) for s in plan.steps if any(light_headers.is_light_flag(f) for f in s.flags)}
-    failed = {str(s.source) for s in plan.steps if s.obj in light_headers.failed_objects(output)} & light
-    if not ok and failed:
-        # Whatever the errors say (a unit may have leaned on anything torch/all.h pulls in), the
-        # units that failed against the lighter header are compiled again with torch's own; those
-        # that then compile need it from now on, and a unit that still fails reports torch's errors.
-        plan = _plan(source, config, pch_for, full_units | failed)
+    # Whatever the errors say (a unit may have leaned on anything torch/all.h pulls in), the units
+    # that failed against a lighter header are compiled again one level down (light_headers.py);
+    # the level that compiles one is remembered, and a unit that fails with torch's own reports its errors.
+    while not ok:
+        light = {str(s.source) for s in plan.steps if any(light_headers.is_light_flag(f) for f in s.flags)}
+        failed = {str(s.source) for s in plan.steps if s.obj in light_headers.failed_objects(last)} & light
+        if not failed:
+            break
+        now_full = levels.demote(failed)
+        plan = _plan(source, config, pch_for, levels)
         if beside:
             pch_for.start()
         ok, last = run(config.ninja, build_dir, plan, feedback, jobs)
@@ -441,10 +443,10 @@ def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbos
         names = {s.obj: str(s.source) for s in plan.steps}
         fixed = failed - {names[o] for o in light_headers.failed_objects(last) if o in names}
         if fixed:
-            full_units |= fixed
-            light_headers.remember_full(build_dir, full_units)
-            notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(fixed))} needs the whole torch/extension.h; "
-                        "compiled it with torch's own (remembered for this build folder)")
+            levels.save()
+        if fixed & now_full:
+            notices.say(f"kwb: {', '.join(Path(u).name for u in sorted(fixed & now_full))} needs the whole "
+                        "torch/extension.h; compiled it with torch's own (remembered for this build folder)")
     pch_for.start()  # what did not start beside the units starts now, for the next build
     log_path = build_dir / layout.BUILD_LOG
     atomic_write_text(log_path, output)
