@@ -20,12 +20,17 @@ def _named(e: OSError, path: Path) -> OSError:
     return e
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file in path's folder (so os.replace onto path is atomic): (fd, its path)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        return tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
         raise _named(e, path) from None
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -45,11 +50,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_copy(src: Path, dst: Path) -> None:
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    except OSError as e:
-        raise _named(e, dst) from None
+    fd, tmp = _temp_beside(dst)
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
