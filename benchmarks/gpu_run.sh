@@ -123,6 +123,7 @@ if wants pytest || wants sanitize; then
     python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" > "$out/pytest.txt" 2>&1
     fact pytest_rc "$?"
     fact pytest_s "$(since "$t")"
+    fact pytest_failures "$(grep -E '^(FAILED|ERROR) ' "$out/pytest.txt" | cut -c1-160 | head -8 | paste -sd';')"
     tail -5 "$out/pytest.txt"
   fi
   wait
