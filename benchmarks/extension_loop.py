@@ -2,7 +2,7 @@
 """Extensions written the tutorial way: kwb's edit-reload loop beside torch.utils.cpp_extension's,
 on the same unchanged sources, in one run.
 
-    python benchmarks/extension_loop.py [--out DIR] [--repeat N] [--only lltm|inline|lltm_cpu ...]
+    python benchmarks/extension_loop.py [--out DIR] [--repeat N] [--only lltm|inline|attn|lltm_cpu ...]
 
 Workloads (each approach builds from its own temporary copy, into its own empty cache):
 
@@ -16,6 +16,10 @@ Workloads (each approach builds from its own temporary copy, into its own empty 
     inline   a torch-style load_inline cell whose CUDA part includes torch/extension.h (a kernel
              and its torch::Tensor wrapper), as KernelBench problems write them. kwb:
              wb.load_inline(...); torch: torch.utils.cpp_extension.load_inline(...), same arguments.
+    attn     a minimal-attention extension laid out as public ones are: main.cpp (torch/extension.h,
+             pybind) and one attn.cu holding the kernel and its torch::Tensor host wrapper, both
+             including torch/extension.h. Both approaches make the same keyword call:
+             load(name="minimal_attn", sources=[...], extra_cuda_cflags=["-O2"]).
 
 Steps, each timed with time.perf_counter() in a child process:
 
@@ -23,7 +27,7 @@ Steps, each timed with time.perf_counter() in a child process:
     warm        fresh process, built cache: the load call, after `import torch` and CUDA's start
     cu_edit     one process: load, change a constant in the CUDA source, load again, run: the
                 seconds from the edit to the new result on the GPU
-    cpp_edit    the same for the binding .cpp (lltm, lltm_cpu)
+    cpp_edit    the same for the binding .cpp (lltm, attn, lltm_cpu)
     *_fresh     the edit made, then a fresh process loads and runs (torch's best case: its
                 in-process reload renames the module and recompiles every unit)
 
@@ -79,6 +83,67 @@ torch::Tensor scaled_square(torch::Tensor x) {
 """
 INLINE_CPP = "torch::Tensor scaled_square(torch::Tensor x);"
 
+# One query row per block: scores in shared memory, softmax, then P @ V; naive and exact.
+ATTN_CUDA = """
+#include <torch/extension.h>
+#define CU_SCALE 1.0f
+
+__global__ void attn_forward_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                    const float* __restrict__ v, float* __restrict__ o, int n, int d, float scale) {
+  extern __shared__ float scores[];
+  __shared__ float row_max, row_sum;
+  const size_t head = blockIdx.y, row = blockIdx.x;
+  const float* q_row = q + (head * n + row) * d;
+  const float* k_head = k + head * n * d;
+  const float* v_head = v + head * n * d;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    float dot = 0.f;
+    for (int c = 0; c < d; ++c) dot += q_row[c] * k_head[(size_t)j * d + c];
+    scores[j] = dot * scale;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = -INFINITY, l = 0.f;
+    for (int j = 0; j < n; ++j) m = fmaxf(m, scores[j]);
+    for (int j = 0; j < n; ++j) l += __expf(scores[j] - m);
+    row_max = m;
+    row_sum = l;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < n; ++j) acc += __expf(scores[j] - row_max) * v_head[(size_t)j * d + c];
+    o[(head * n + row) * d + c] = acc / row_sum * CU_SCALE;
+  }
+}
+
+torch::Tensor attn_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
+  TORCH_CHECK(q.is_cuda() && q.scalar_type() == torch::kFloat32, "q must be a float32 CUDA tensor");
+  TORCH_CHECK(q.dim() == 4 && q.sizes() == k.sizes() && q.sizes() == v.sizes(), "q, k, v: one (B, H, N, D) shape");
+  auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  const int b = q.size(0), h = q.size(1), n = q.size(2), d = q.size(3);
+  auto o = torch::zeros_like(qc);
+  const dim3 grid(n, b * h);
+  attn_forward_kernel<<<grid, 128, n * sizeof(float)>>>(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(),
+                                                       o.data_ptr<float>(), n, d, 1.0f / sqrtf(static_cast<float>(d)));
+  return o;
+}
+"""
+ATTN_CPP = """
+#include <torch/extension.h>
+#define CPP_SCALE 1.0
+
+torch::Tensor attn_forward(torch::Tensor q, torch::Tensor k, torch::Tensor v);
+
+torch::Tensor forward(torch::Tensor q, torch::Tensor k, torch::Tensor v) {
+  return attn_forward(q, k, v) * CPP_SCALE;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "minimal attention forward (CUDA)");
+}
+"""
+
 
 # ---- the children ---------------------------------------------------------------------------
 
@@ -109,6 +174,15 @@ def _load(job: dict):
         import torch.utils.cpp_extension as ce
 
         return ce.load("lltm_cuda", sources=[str(folder / "lltm_cuda.cpp"), str(folder / "lltm_cuda_kernel.cu")])
+    if job["workload"] == "attn":
+        sources = [str(Path(job["folder"], "main.cpp")), str(Path(job["folder"], "attn.cu"))]
+        if job["approach"] == "kwb":
+            import workbench as wb
+
+            return wb.load(name="minimal_attn", sources=sources, extra_cuda_cflags=["-O2"])
+        import torch.utils.cpp_extension as ce
+
+        return ce.load(name="minimal_attn", sources=sources, extra_cuda_cflags=["-O2"])
     cuda = Path(job["folder"], "inline.cu").read_text()
     if job["approach"] == "kwb":
         import workbench as wb
@@ -127,6 +201,10 @@ def _result(job: dict, ext) -> float:
         g = torch.Generator().manual_seed(0)
         args = [torch.randn(s, generator=g).to(job["device"]) for s in ((16, 32), (384, 160), (384,), (16, 128), (16, 128))]
         value = float(ext.forward(*args)[0].abs().sum())
+    elif job["workload"] == "attn":
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 4, 64, 32, generator=g).cuda() for _ in range(3))
+        value = float(ext.forward(q, k, v).abs().sum())
     else:
         value = float(ext.scaled_square(torch.full((1024,), 2.0, device="cuda")).sum())
     if job["device"] == "cuda":
@@ -181,6 +259,10 @@ def prepare(workload: str, root: Path) -> Path:
             text = path.read_text().replace(old, new)
             first = text.index("#include <torch/extension.h>\n") + len("#include <torch/extension.h>\n")
             path.write_text(text[:first] + f"#define {define} 1.0\n" + text[first:])
+    elif workload == "attn":
+        folder.mkdir(parents=True)
+        (folder / "main.cpp").write_text(ATTN_CPP)
+        (folder / "attn.cu").write_text(ATTN_CUDA)
     else:
         folder.mkdir(parents=True)
         (folder / "inline.cu").write_text(INLINE_CUDA)
@@ -217,7 +299,8 @@ def bench(workload: str, approach: str, repeat: int) -> dict:
     rows["warm"] = {"s": statistics.median(warm)}
     edits = {"lltm": [("cu_edit", "lltm_cuda_kernel.cu", "CU_SCALE"), ("cpp_edit", "lltm_cuda.cpp", "CPP_SCALE")],
              "lltm_cpu": [("cpp_edit", "lltm.cpp", "CPP_SCALE")],
-             "inline": [("cu_edit", "inline.cu", "CU_SCALE")]}[workload]
+             "inline": [("cu_edit", "inline.cu", "CU_SCALE")],
+             "attn": [("cu_edit", "attn.cu", "CU_SCALE"), ("cpp_edit", "main.cpp", "CPP_SCALE")]}[workload]
     for label, file, constant in edits:
         times, verdicts, value = [], [], 1.0
         for _ in range(repeat):  # in one process: load, edit, load, run
@@ -267,6 +350,7 @@ def markdown(report: dict) -> str:
              "cu_edit": ".cu edit -> new result, same process", "cu_edit_fresh": ".cu edit -> new result, fresh process",
              "cpp_edit": ".cpp edit -> new result, same process", "cpp_edit_fresh": ".cpp edit -> new result, fresh process"}
     for workload, title in (("lltm", "The tutorial LLTM (examples/lltm_cuda)"), ("inline", "A torch-style load_inline cell"),
+                            ("attn", "A torch-style .cu with its host wrapper (main.cpp + attn.cu, keyword load)"),
                             ("lltm_cpu", "The tutorial's CPU LLTM (examples/lltm_cpp)")):
         if workload not in report["results"]:
             continue
@@ -292,8 +376,8 @@ def main() -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help="write extension_loop.json and .md into OUT/<device>/")
     parser.add_argument("--repeat", type=int, default=1, help="in-process edits per kind (median reported)")
-    parser.add_argument("--only", choices=["lltm", "inline", "lltm_cpu"], action="append", default=None,
-                        help="a workload to run (again for more); default: all three with a GPU, lltm_cpu without")
+    parser.add_argument("--only", choices=["lltm", "inline", "attn", "lltm_cpu"], action="append", default=None,
+                        help="a workload to run (again for more); default: all four with a GPU, lltm_cpu without")
     parser.add_argument("--skip-torch", action="store_true")
     args = parser.parse_args()
     if args.child:
@@ -302,7 +386,7 @@ def main() -> int:
     report = {"env": environment(), "repeat": args.repeat, "results": {}}
     import torch
 
-    workloads = args.only or (["lltm", "inline", "lltm_cpu"] if torch.cuda.is_available() else ["lltm_cpu"])
+    workloads = args.only or (["lltm", "inline", "attn", "lltm_cpu"] if torch.cuda.is_available() else ["lltm_cpu"])
     for workload in workloads:
         for approach in (["kwb"] if args.skip_torch else ["kwb", "torch"]):
             print(f"{workload} / {approach} ...", file=sys.stderr, flush=True)

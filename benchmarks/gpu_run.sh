@@ -103,7 +103,8 @@ fi
 
 if wants extension; then
   t=$(now)
-  python benchmarks/extension_loop.py --out benchmarks/results > "$out/extension_loop.log" 2>&1
+  # shellcheck disable=SC2086  # KWB_EXTENSION_ARGS: extension_loop.py's options ("--only attn"); every workload by default
+  python benchmarks/extension_loop.py --out benchmarks/results ${KWB_EXTENSION_ARGS:-} > "$out/extension_loop.log" 2>&1
   fact extension_loop_rc "$?"
   fact extension_loop_s "$(since "$t")"
   cp "$res"/extension_loop.json "$res"/extension_loop.md "$run_dir/" 2>/dev/null

@@ -412,7 +412,8 @@ def test_a_cuda_units_ops_header_names_the_aten_ops_it_calls_and_nothing_else(tm
     text = light_headers.ops_header(unit)
     assert "#include <ATen/ops/zeros_like.h>" in text and "#include <ATen/ops/addmm.h>" in text
     assert "not_an_op" not in text and "<ATen/ATen.h>" not in text and "<torch/types.h>" not in text
-    assert "namespace torch { using namespace at; }" in text
+    assert "namespace torch {\nusing namespace at;" in text
+    assert "constexpr auto kFloat32 = at::kFloat;" in text  # torch/types.h's own aliases, used in host wrappers
     unit.write_text("#include <torch/extension.h>\nusing namespace torch;\nTensor f(Tensor x) { return sigmoid(x); }\n")
     assert "#include <ATen/ops/sigmoid.h>" in light_headers.ops_header(unit)  # calls without torch::
 
