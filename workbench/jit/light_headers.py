@@ -101,26 +101,22 @@ def ops_header(path: Path) -> str:
             "// the ATen ops this unit names; a unit that needs more compiles again with torch/types.h.\n"
             "#pragma once\n#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n#include <ATen/TensorOptions.h>\n"
             + "".join(f"#include <ATen/ops/{n}.h>\n" for n in ops)
-            + _TORCH_NAMESPACE)
+            + _torch_namespace())
 
 
-# What torch/types.h itself adds to namespace torch: `torch::kFloat32` in a host wrapper is as
-# common as `torch::kFloat`, and a miss costs the unit a second, heavier compile.
-_TORCH_NAMESPACE = """#include <optional>
-namespace torch {
-using namespace at;
-using std::nullopt;
-using std::optional;
-using Dtype = at::ScalarType;
-constexpr auto kUInt8 = at::kByte; constexpr auto kInt8 = at::kChar; constexpr auto kInt16 = at::kShort;
-constexpr auto kInt32 = at::kInt; constexpr auto kInt64 = at::kLong; constexpr auto kUInt16 = at::kUInt16;
-constexpr auto kUInt32 = at::kUInt32; constexpr auto kUInt64 = at::kUInt64; constexpr auto kFloat16 = at::kHalf;
-constexpr auto kFloat32 = at::kFloat; constexpr auto kFloat64 = at::kDouble;
-constexpr auto kU8 = kUInt8; constexpr auto kU16 = kUInt16; constexpr auto kU32 = kUInt32; constexpr auto kU64 = kUInt64;
-constexpr auto kI8 = kInt8; constexpr auto kI16 = kInt16; constexpr auto kI32 = kInt32; constexpr auto kI64 = kInt64;
-constexpr auto kF16 = kFloat16; constexpr auto kF32 = kFloat32; constexpr auto kF64 = kFloat64;
-}  // namespace torch
-"""
+# torch/types.h's own declarations in namespace torch (torch::kFloat32, torch::Dtype, optional),
+# read from the installed torch so they match its version: a host wrapper writes `torch::kFloat32`
+# as often as `torch::kFloat`, and a miss costs the unit a second, heavier compile.
+_TYPES_DECLARATION = re.compile(r"^\s*(?:using std::\w+;|using Dtype = [\w:]+;|constexpr auto k\w+ = [\w:]+;)", re.MULTILINE)
+
+
+def _torch_namespace() -> str:
+    types_h = torch_facts.package_dir() / "include" / "torch" / "csrc" / "api" / "include" / "torch" / "types.h"
+    try:
+        declarations = [m.group(0).strip() for m in _TYPES_DECLARATION.finditer(types_h.read_text())]
+    except OSError:
+        declarations = []
+    return "#include <optional>\nnamespace torch {\nusing namespace at;\n" + "".join(f"{d}\n" for d in declarations) + "}  // namespace torch\n"
 
 
 class Levels:
