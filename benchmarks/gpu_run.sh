@@ -5,6 +5,9 @@
 #   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
 #   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
 #           (15 minutes on the H100: only when named)
+#   variants benchmarks/<name>_variants.py for each name in KWB_VARIANTS (default norm_backward),
+#           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
+#           the script takes --once (only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
 #           used (beside the GPU suite: both judge correctness only)
@@ -109,6 +112,23 @@ if wants extension; then
   fact extension_loop_s "$(since "$t")"
   cp "$res"/extension_loop.json "$res"/extension_loop.md "$run_dir/" 2>/dev/null
   tail -30 "$out/extension_loop.log"
+fi
+
+if wants variants; then
+  t=$(now)
+  for name in ${KWB_VARIANTS:-norm_backward}; do
+    python "benchmarks/${name}_variants.py" --out benchmarks/variants > "$out/${name}_variants.log" 2>&1
+    fact "${name}_variants_rc" "$?"
+    if grep -q -- "--once" "benchmarks/${name}_variants.py" && command -v ncu > /dev/null; then
+      ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis -k "regex:${KWB_NCU_KERNELS:-norm_backward|backward_staged|column_sum}" \
+        python "benchmarks/${name}_variants.py" --once > "$out/${name}_ncu.txt" 2>&1
+      fact "${name}_ncu_rc" "$?"
+    fi
+    tail -30 "$out/${name}_variants.log"
+  done
+  cp -r "benchmarks/variants/$slug" "$run_dir/variants" 2>/dev/null
+  fact variants_s "$(since "$t")"
 fi
 
 # The GPU suite and the sanitizer judge correctness only, so they share the machine (and its

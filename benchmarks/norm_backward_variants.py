@@ -1,0 +1,276 @@
+"""Variants of the LayerNorm / RMSNorm backward's row kernel, side by side (llm.c's dev/cuda
+style): each is checked against the shipped kernel, then timed beside eager PyTorch and
+torch.compile's backward with the harness. The winner goes into kernels/common/kwb_norm.cuh.
+
+    python benchmarks/norm_backward_variants.py [--out DIR] [--rows R] [--cols C]   # a CUDA GPU
+    ncu --clock-control none -k regex:'norm_backward|backward_staged' \
+        python benchmarks/norm_backward_variants.py --once       # each variant launched once, bf16
+
+The backward reads grad and x and writes grad_x (403 MB at bf16 16384 x 4096, 134 us at the
+H100's copy ceiling) and sums grad * xhat and grad down the columns. The shipped row kernel
+keeps the next row's grad and x in registers while this row reduces: with the column sums it
+holds in registers too, a thread has 64 registers and 2 rows in flight at most.
+
+variant 0: the shipped backward (row kernel + column_sums)
+variant 1: the shipped row kernel alone, no column_sums (splits the time between the two)
+variant 2: rows staged through shared memory by cp.async, 2 stages (1 row ahead, no registers)
+variant 3: cp.async, 3 stages (2 rows ahead)
+variant 4: cp.async, 4 stages (3 rows ahead)
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import workbench as wb
+
+CUDA = r"""
+#include "kwb_norm.cuh"
+
+namespace variants {
+using namespace kwb;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// One 16-byte vector of grad and of x a thread a row (tpr * kVec == cols), kStages - 1 rows
+// ahead in shared memory; a thread reads back only the vectors it copied, so the pipeline needs
+// no barrier of its own.
+template <typename T, int kVec, int kStages, bool kCentered>
+__global__ void __launch_bounds__(1024) backward_staged(NormBackwardParams p, int tpr) {
+  extern __shared__ uint4 stages[];  // [kStages][2][blockDim.x]
+  __shared__ float scratch[2][2 * 32];
+  RowReducer<2> reduce(scratch);
+  const T* grad = static_cast<const T*>(p.grad);
+  const T* x = static_cast<const T*>(p.x);
+  T* gx = static_cast<T*>(p.grad_x);
+  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
+  const int64_t col = static_cast<int64_t>(lane) * kVec;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  RowRegs<T, kVec, 1> w;
+  w.load(static_cast<const T*>(p.weight), p.cols, lane, tpr);
+  float sum_w[kVec] = {}, sum_b[kVec] = {};
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * rpb;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rpb + threadIdx.x / tpr;
+  auto issue = [&](int64_t r, int stage) {
+    if (r < p.rows) {
+      cp_async16(&stages[(stage * 2 + 0) * blockDim.x + threadIdx.x], grad + r * p.cols + col);
+      cp_async16(&stages[(stage * 2 + 1) * blockDim.x + threadIdx.x], x + r * p.cols + col);
+    }
+    cp_async_commit();  // an empty group past the last row keeps wait_group's count right
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(first + s * stride, s);
+  int stage = 0;
+  for (int64_t r = first; r - threadIdx.x / tpr < p.rows; r += stride) {
+    issue(r + (kStages - 1) * stride, (stage + kStages - 1) % kStages);
+    cp_async_wait<kStages - 1>();
+    const bool valid = r < p.rows;
+    RowRegs<T, kVec, 1> g, in;
+    g.v[0] = reinterpret_cast<const Vec<T, kVec>&>(stages[(stage * 2 + 0) * blockDim.x + threadIdx.x]);
+    in.v[0] = reinterpret_cast<const Vec<T, kVec>&>(stages[(stage * 2 + 1) * blockDim.x + threadIdx.x]);
+    const float mean = kCentered && valid ? p.mean[r] : 0.f;
+    const float rstd = valid ? p.rstd[r] : 0.f;
+    float sg = 0.f, sgx = 0.f;
+    if (valid)
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float gw = g.at(0, j) * w.at(0, j), xhat = (in.at(0, j) - mean) * rstd;
+        sg += gw;
+        sgx += gw * xhat;
+        sum_w[j] += g.at(0, j) * xhat;
+        sum_b[j] += g.at(0, j);
+      }
+    float sums[kCentered ? 2 : 1];
+    sums[0] = sgx;
+    if constexpr (kCentered) sums[1] = sg;
+    reduce.all_reduce(sums, tpr, SumCombine());
+    const float mean_gx = sums[0] * inv_cols;
+    const float mean_g = kCentered ? sums[kCentered ? 1 : 0] * inv_cols : 0.f;
+    if (valid) {
+      float d[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        d[j] = norm_grad_x(g.at(0, j) * w.at(0, j), (in.at(0, j) - mean) * rstd, rstd, mean_g, mean_gx);
+      store_vec<T, kVec>(gx + r * p.cols + col, d);
+    }
+    stage = (stage + 1) % kStages;
+  }
+  cp_async_wait<0>();
+  const int64_t ws_row = static_cast<int64_t>(blockIdx.x) * rpb + threadIdx.x / tpr;
+  float* ws = p.workspace + ws_row * kPlanes<kCentered> * p.cols;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    ws[col + j] = sum_w[j];
+    if constexpr (kCentered) ws[p.cols + col + j] = sum_b[j];
+  }
+}
+
+// The persistent grid: as many blocks as the GPU holds at once (registers and shared memory
+// permitting), one row a block at a time.
+template <typename T, bool kCentered, int kStages>
+int64_t staged_grid(int64_t rows, int64_t cols) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int tpr = static_cast<int>(cols / kVec);
+  const size_t smem = static_cast<size_t>(kStages) * 2 * tpr * 16;
+  auto kernel = backward_staged<T, kVec, kStages, kCentered>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  int per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tpr, smem);
+  const int64_t grid = static_cast<int64_t>(per_sm < 1 ? 1 : per_sm) * sm_count();
+  return grid < rows ? grid : rows;
+}
+
+template <typename T, bool kCentered, int kStages>
+const char* staged(const NormBackwardParams& p, int64_t grid, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int tpr = static_cast<int>(p.cols / kVec);
+  const size_t smem = static_cast<size_t>(kStages) * 2 * tpr * 16;
+  backward_staged<T, kVec, kStages, kCentered><<<static_cast<unsigned>(grid), tpr, smem, stream>>>(p, tpr);
+  if constexpr (kCentered)
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), static_cast<T*>(p.grad_bias), grid, p.cols, stream);
+  else
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), grid, p.cols, stream);
+  return last_launch_error();
+}
+
+template <typename T, bool kCentered>
+const char* shipped_rows_only(const NormBackwardParams& p, cudaStream_t stream) {
+  const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, true);
+  norm_backward_regs<T, 16 / sizeof(T), kNormBackwardVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
+  return last_launch_error();
+}
+
+template <typename T, bool kCentered>
+const char* run(const NormBackwardParams& p, int variant, int64_t grid, cudaStream_t stream) {
+  switch (variant) {
+    case 0: return norm_backward<T, kCentered>(p, true, stream);
+    case 1: return shipped_rows_only<T, kCentered>(p, stream);
+    case 2: return staged<T, kCentered, 2>(p, grid, stream);
+    case 3: return staged<T, kCentered, 3>(p, grid, stream);
+    case 4: return staged<T, kCentered, 4>(p, grid, stream);
+    default: return "no such variant";
+  }
+}
+
+// Workspace rows (= the staged variants' grid) of a variant.
+template <typename T, bool kCentered>
+int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
+  switch (variant) {
+    case 2: return staged_grid<T, kCentered, 2>(rows, cols);
+    case 3: return staged_grid<T, kCentered, 3>(rows, cols);
+    case 4: return staged_grid<T, kCentered, 4>(rows, cols);
+    default: return norm_workspace_rows<T>(rows, cols, true);
+  }
+}
+}  // namespace variants
+
+const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, bool bf16, int variant,
+                                         int64_t grid, cudaStream_t stream) {
+  if (bf16) return centered ? variants::run<__nv_bfloat16, true>(p, variant, grid, stream)
+                            : variants::run<__nv_bfloat16, false>(p, variant, grid, stream);
+  return centered ? variants::run<float, true>(p, variant, grid, stream) : variants::run<float, false>(p, variant, grid, stream);
+}
+
+int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, bool bf16, int variant) {
+  if (bf16) return centered ? variants::ws_rows<__nv_bfloat16, true>(rows, cols, variant)
+                            : variants::ws_rows<__nv_bfloat16, false>(rows, cols, variant);
+  return centered ? variants::ws_rows<float, true>(rows, cols, variant) : variants::ws_rows<float, false>(rows, cols, variant);
+}
+"""
+
+CPP = r"""
+#include "kwb_norm.h"
+const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, bool bf16, int variant,
+                                         int64_t grid, cudaStream_t stream);
+int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, bool bf16, int variant);
+
+std::vector<at::Tensor> norm_backward_variant(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight,
+                                              const at::Tensor& mean, const at::Tensor& rstd, bool centered,
+                                              int64_t variant) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && grad.is_contiguous() && grad.sizes() == x.sizes(),
+              "norm_backward_variant: grad and x contiguous [rows, cols]");
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, "norm_backward_variant: fp32 or bf16");
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  const int64_t rows = x.size(0), cols = x.size(1), vec = bf16 ? 8 : 4;
+  TORCH_CHECK(cols % vec == 0 && cols / vec <= 1024 && cols / vec >= 32, "norm_backward_variant: one 16-byte vector a thread");
+  const int64_t planes = centered ? 2 : 1;
+  const int64_t ws_rows = norm_backward_variant_ws_rows(rows, cols, centered, bf16, (int)variant);
+  at::Tensor gx = at::empty_like(x), gw = at::empty_like(weight), gb = at::empty_like(weight);
+  at::Tensor ws = at::empty({ws_rows * planes, cols}, x.options().dtype(at::kFloat));
+  kwb::NormBackwardParams p{};
+  p.grad = grad.const_data_ptr(); p.x = x.const_data_ptr(); p.weight = weight.const_data_ptr();
+  p.mean = centered ? mean.const_data_ptr<float>() : nullptr; p.rstd = rstd.const_data_ptr<float>();
+  p.grad_x = gx.mutable_data_ptr(); p.grad_weight = gw.mutable_data_ptr(); p.grad_bias = centered ? gb.mutable_data_ptr() : nullptr;
+  p.workspace = ws.mutable_data_ptr<float>(); p.rows = rows; p.cols = cols;
+  KWB_CHECK_LAUNCH("norm_backward_variant", norm_backward_variant_launch(p, centered, bf16, (int)variant, ws_rows,
+                   kwb::current_stream(x)));
+  return {gx, gw, gb};
+}
+"""
+
+VARIANTS = (0, 1, 2, 3, 4)
+
+
+def reference_backward(grad, x, weight, mean, rstd, centered: bool):
+    """The backward in eager PyTorch ops (fp32 math), as torch.compile sees it."""
+    g, xf, w = grad.float(), x.float(), weight.float()
+    xhat = (xf - mean[:, None]) * rstd[:, None] if centered else xf * rstd[:, None]
+    gw = g * w
+    mean_gx = (gw * xhat).mean(-1, keepdim=True)
+    if centered:
+        dx = rstd[:, None] * (gw - gw.mean(-1, keepdim=True) - xhat * mean_gx)
+        return dx.to(x.dtype), (g * xhat).sum(0).to(x.dtype), g.sum(0).to(x.dtype)
+    dx = rstd[:, None] * (gw - xhat * mean_gx)
+    return dx.to(x.dtype), (g * xhat).sum(0).to(x.dtype)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
+    parser.add_argument("--rows", type=int, default=16384)
+    parser.add_argument("--cols", type=int, default=4096)
+    parser.add_argument("--once", action="store_true", help="launch each variant once (bf16 LayerNorm), for a profiler")
+    args = parser.parse_args()
+    k = wb.load_inline("norm_backward_variants", cuda=CUDA, cpp=CPP, functions=["norm_backward_variant"])
+    for dtype in (torch.bfloat16,) if args.once else (torch.bfloat16, torch.float32):
+        for centered in (True,) if args.once else (True, False):
+            kind = "layernorm" if centered else "rmsnorm"
+            x = torch.randn(args.rows, args.cols, device="cuda").to(dtype)
+            grad = torch.randn_like(x)
+            weight = (1 + 0.1 * torch.randn(args.cols, device="cuda")).to(dtype)
+            xf = x.float()
+            mean = xf.mean(-1) if centered else None
+            var = xf.var(-1, unbiased=False) if centered else xf.pow(2).mean(-1)
+            rstd = torch.rsqrt(var + 1e-5)
+            m = mean if centered else rstd  # unused for RMSNorm
+            want = k.norm_backward_variant(grad, x, weight, m, rstd, centered, 0)
+            if args.once:
+                for v in VARIANTS:
+                    k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+                torch.cuda.synchronize()
+                return
+            for v in VARIANTS:
+                n = 1 if v == 1 else (3 if centered else 2)  # variant 1 writes grad_x only
+                got = k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+                for a, b in zip(got[:n], want[:n]):
+                    torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+                report = wb.bench(lambda *t, v=v, c=centered, n=n: tuple(k.norm_backward_variant(*t, c, v)[:n]),
+                                  lambda g_, x_, w_, m_, r_, c=centered, n=n: reference_backward(g_, x_, w_, m_ if c else None, r_, c)[:n],
+                                  inputs=[(grad, x, weight, m, rstd)], name=f"{kind} backward variant {v}",
+                                  label=f"{kind} bwd variant {v}", baselines="eager,compile" if v == 0 else "none",
+                                  bytes_moved=3 * x.numel() * x.element_size())
+                for r in report.rows:
+                    print(f"{kind:>9} {r['dtype']:>8} v{v} {r['provider']:>14} {r['median_us'] or 0:9.1f} us "
+                          f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
+                if args.out:
+                    report.save(args.out)
+
+
+if __name__ == "__main__":
+    main()
