@@ -19,6 +19,10 @@ variant 4: cp.async, 4 stages (3 rows ahead)
 variant 5: variant 2 with the row reduction's partials read back as float4s (8 shared loads a
            thread a row instead of 32: the reduction was most of the instructions)
 variant 6: variant 5 with 2 rows a step: one reduction and one barrier for both
+variant 7: variant 6, each row read again from shared memory after the reduction (fewer registers)
+variant 8: variant 7 with 4 rows a step
+variant 9: 4 rows a step, held in registers
+variant 10: variant 7 with 3 stages
 """
 from __future__ import annotations
 
@@ -172,7 +176,7 @@ __device__ __forceinline__ void block_sums(float (&v)[M], float4 (*red)[M][8], i
 
 // Variants 5 and 6: the staged rows with block_sums(), kRows rows a step (one reduction for
 // all of them). Needs blockDim.x a multiple of 128 (whole float4s of warps).
-template <typename T, int kVec, int kStages, int kRows, bool kCentered>
+template <typename T, int kVec, int kStages, int kRows, bool kReread, bool kCentered>
 __global__ void __launch_bounds__(1024) backward_staged_rows(NormBackwardParams p) {
   extern __shared__ uint4 stages[];  // [kStages][kRows][2][blockDim.x]
   constexpr int kSums = kCentered ? 2 : 1;
@@ -206,25 +210,27 @@ __global__ void __launch_bounds__(1024) backward_staged_rows(NormBackwardParams 
   for (int64_t base = first; base < p.rows; base += step) {
     issue(base + (kStages - 1) * step, (stage + kStages - 1) % kStages);
     cp_async_wait<kStages - 1>();
-    RowRegs<T, kVec, 1> g[kRows], in[kRows];
+    RowRegs<T, kVec, 1> g[kReread ? 1 : kRows], in[kReread ? 1 : kRows];
     float mean[kRows], rstd[kRows], sums[kRows * kSums];
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int64_t r = base + i * grid;
       const bool valid = r < p.rows;
-      g[i].v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
-      in[i].v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
+      auto& gi = g[kReread ? 0 : i];
+      auto& ini = in[kReread ? 0 : i];
+      gi.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
+      ini.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
       mean[i] = kCentered && valid ? p.mean[r] : 0.f;
       rstd[i] = valid ? p.rstd[r] : 0.f;
       float sg = 0.f, sgx = 0.f;
       if (valid)
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          const float gw = g[i].at(0, j) * w.at(0, j), xhat = (in[i].at(0, j) - mean[i]) * rstd[i];
+          const float gw = gi.at(0, j) * w.at(0, j), xhat = (ini.at(0, j) - mean[i]) * rstd[i];
           sg += gw;
           sgx += gw * xhat;
-          sum_w[j] += g[i].at(0, j) * xhat;
-          sum_b[j] += g[i].at(0, j);
+          sum_w[j] += gi.at(0, j) * xhat;
+          sum_b[j] += gi.at(0, j);
         }
       sums[i * kSums] = sgx;
       if constexpr (kCentered) sums[i * kSums + 1] = sg;
@@ -236,10 +242,16 @@ __global__ void __launch_bounds__(1024) backward_staged_rows(NormBackwardParams 
       if (r >= p.rows) continue;
       const float mean_gx = sums[i * kSums] * inv_cols;
       const float mean_g = kCentered ? sums[i * kSums + (kCentered ? 1 : 0)] * inv_cols : 0.f;
+      auto& gi = g[kReread ? 0 : i];
+      auto& ini = in[kReread ? 0 : i];
+      if constexpr (kReread) {  // read the row again from shared memory: fewer registers held across the reduction
+        gi.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
+        ini.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
+      }
       float d[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        d[j] = norm_grad_x(g[i].at(0, j) * w.at(0, j), (in[i].at(0, j) - mean[i]) * rstd[i], rstd[i], mean_g, mean_gx);
+        d[j] = norm_grad_x(gi.at(0, j) * w.at(0, j), (ini.at(0, j) - mean[i]) * rstd[i], rstd[i], mean_g, mean_gx);
       store_vec<T, kVec>(gx + r * p.cols + col, d);
     }
     stage = (stage + 1) % kStages;
@@ -253,12 +265,12 @@ __global__ void __launch_bounds__(1024) backward_staged_rows(NormBackwardParams 
   }
 }
 
-template <typename T, bool kCentered, int kStages, int kRows>
+template <typename T, bool kCentered, int kStages, int kRows, bool kReread>
 int64_t staged_rows_grid(int64_t rows, int64_t cols) {
   constexpr int kVec = 16 / sizeof(T);
   const int tpr = static_cast<int>(cols / kVec);
   const size_t smem = static_cast<size_t>(kStages) * kRows * 2 * tpr * 16;
-  auto kernel = backward_staged_rows<T, kVec, kStages, kRows, kCentered>;
+  auto kernel = backward_staged_rows<T, kVec, kStages, kRows, kReread, kCentered>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tpr, smem);
@@ -266,13 +278,13 @@ int64_t staged_rows_grid(int64_t rows, int64_t cols) {
   return grid < rows ? grid : rows;
 }
 
-template <typename T, bool kCentered, int kStages, int kRows>
+template <typename T, bool kCentered, int kStages, int kRows, bool kReread>
 const char* staged_rows(const NormBackwardParams& p, int64_t grid, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const int tpr = static_cast<int>(p.cols / kVec);
   if (tpr % 128 != 0) return "staged_rows: cols / vector must be a multiple of 128";
   const size_t smem = static_cast<size_t>(kStages) * kRows * 2 * tpr * 16;
-  backward_staged_rows<T, kVec, kStages, kRows, kCentered><<<static_cast<unsigned>(grid), tpr, smem, stream>>>(p);
+  backward_staged_rows<T, kVec, kStages, kRows, kReread, kCentered><<<static_cast<unsigned>(grid), tpr, smem, stream>>>(p);
   if constexpr (kCentered)
     column_sums(p.workspace, static_cast<T*>(p.grad_weight), static_cast<T*>(p.grad_bias), grid, p.cols, stream);
   else
@@ -295,8 +307,12 @@ const char* run(const NormBackwardParams& p, int variant, int64_t grid, cudaStre
     case 2: return staged<T, kCentered, 2>(p, grid, stream);
     case 3: return staged<T, kCentered, 3>(p, grid, stream);
     case 4: return staged<T, kCentered, 4>(p, grid, stream);
-    case 5: return staged_rows<T, kCentered, 2, 1>(p, grid, stream);
-    case 6: return staged_rows<T, kCentered, 2, 2>(p, grid, stream);
+    case 5: return staged_rows<T, kCentered, 2, 1, false>(p, grid, stream);
+    case 6: return staged_rows<T, kCentered, 2, 2, false>(p, grid, stream);
+    case 7: return staged_rows<T, kCentered, 2, 2, true>(p, grid, stream);
+    case 8: return staged_rows<T, kCentered, 2, 4, true>(p, grid, stream);
+    case 9: return staged_rows<T, kCentered, 2, 4, false>(p, grid, stream);
+    case 10: return staged_rows<T, kCentered, 3, 2, true>(p, grid, stream);
     default: return "no such variant";
   }
 }
@@ -308,8 +324,12 @@ int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
     case 2: return staged_grid<T, kCentered, 2>(rows, cols);
     case 3: return staged_grid<T, kCentered, 3>(rows, cols);
     case 4: return staged_grid<T, kCentered, 4>(rows, cols);
-    case 5: return staged_rows_grid<T, kCentered, 2, 1>(rows, cols);
-    case 6: return staged_rows_grid<T, kCentered, 2, 2>(rows, cols);
+    case 5: return staged_rows_grid<T, kCentered, 2, 1, false>(rows, cols);
+    case 6: return staged_rows_grid<T, kCentered, 2, 2, false>(rows, cols);
+    case 7: return staged_rows_grid<T, kCentered, 2, 2, true>(rows, cols);
+    case 8: return staged_rows_grid<T, kCentered, 2, 4, true>(rows, cols);
+    case 9: return staged_rows_grid<T, kCentered, 2, 4, false>(rows, cols);
+    case 10: return staged_rows_grid<T, kCentered, 3, 2, true>(rows, cols);
     default: return norm_workspace_rows<T>(rows, cols, true);
   }
 }
@@ -359,7 +379,7 @@ std::vector<at::Tensor> norm_backward_variant(const at::Tensor& grad, const at::
 }
 """
 
-VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+VARIANTS = (0, 1, 2, 5, 6, 7, 8, 9, 10)
 
 
 def reference_backward(grad, x, weight, mean, rstd, centered: bool):
