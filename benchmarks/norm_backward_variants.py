@@ -7,19 +7,21 @@ torch.compile's backward with the harness. The winner goes into kernels/common/k
         python benchmarks/norm_backward_variants.py --once       # each variant launched once, bf16
 
 The backward reads grad and x and writes grad_x (403 MB at bf16 16384 x 4096, 134 us at the
-H100's copy ceiling) and sums grad * xhat and grad down the columns. The shipped row kernel
+H100's copy ceiling) and sums grad * xhat and grad down the columns. The register path's row
+kernel (norm_backward_regs, shipped until variant 7 replaced it for rows of 128-1024 vectors)
 keeps the next row's grad and x in registers while this row reduces: with the column sums it
 holds in registers too, a thread has 64 registers and 2 rows in flight at most.
 
 variant 0: the shipped backward (row kernel + column_sums)
-variant 1: the shipped row kernel alone, no column_sums (splits the time between the two)
+variant 1: the register path's row kernel alone, no column_sums (splits the time between the two)
 variant 2: rows staged through shared memory by cp.async, 2 stages (1 row ahead, no registers)
 variant 3: cp.async, 3 stages (2 rows ahead)
 variant 4: cp.async, 4 stages (3 rows ahead)
 variant 5: variant 2 with the row reduction's partials read back as float4s (8 shared loads a
            thread a row instead of 32: the reduction was most of the instructions)
 variant 6: variant 5 with 2 rows a step: one reduction and one barrier for both
-variant 7: variant 6, each row read again from shared memory after the reduction (fewer registers)
+variant 7: variant 6, each row read again from shared memory after the reduction (fewer
+           registers); shipped as kwb_norm.cuh's norm_backward_staged
 variant 8: variant 7 with 4 rows a step
 variant 9: 4 rows a step, held in registers
 variant 10: variant 7 with 3 stages
@@ -321,6 +323,10 @@ const char* run(const NormBackwardParams& p, int variant, int64_t grid, cudaStre
 template <typename T, bool kCentered>
 int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
   switch (variant) {
+    case 1: {
+      const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, true);
+      return L.grid * L.rows_per_block;
+    }
     case 2: return staged_grid<T, kCentered, 2>(rows, cols);
     case 3: return staged_grid<T, kCentered, 3>(rows, cols);
     case 4: return staged_grid<T, kCentered, 4>(rows, cols);
@@ -330,7 +336,7 @@ int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
     case 8: return staged_rows_grid<T, kCentered, 2, 4, true>(rows, cols);
     case 9: return staged_rows_grid<T, kCentered, 2, 4, false>(rows, cols);
     case 10: return staged_rows_grid<T, kCentered, 3, 2, true>(rows, cols);
-    default: return norm_workspace_rows<T>(rows, cols, true);
+    default: return norm_workspace_rows<T, kCentered>(rows, cols, true);
   }
 }
 }  // namespace variants

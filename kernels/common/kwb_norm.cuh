@@ -12,7 +12,9 @@
 // A fixed grid of one wave walks the rows; each thread keeps its columns' grad_w / grad_b
 // sums in registers and writes them once to a workspace row, and column_sums() adds the
 // workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
-// grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md).
+// grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md). Rows of 128 to 1024 16-byte
+// vectors (1024-8192 bf16 columns) take the staged kernel: a block a row, the next rows' grad
+// and x copied into shared memory (cp.async) while this step's two rows reduce together.
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
@@ -258,6 +260,163 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
   }
 }
 
+// The staged backward's shape, from the variants in benchmarks/norm_backward_variants.py (H100,
+// 16384 x 4096, backward alone, kwb / torch.compile): 2 rows a step with one reduction for both
+// (bf16 LayerNorm 168 us against 199; the register path's 227), 2 stages (3 and 4 gained
+// nothing), each row read again from shared memory after the reduction (as fast, fewer
+// registers held). 4 rows a step took 128 KB a block: 1 block an SM, 253 us.
+constexpr int kStagedRows = 2, kStagedStages = 2;
+
+// Sums of M floats over the block (one row a block, blockDim.x a multiple of 32), one
+// __syncthreads() a call: lane 0 of each warp writes its partials to red[parity], and every
+// thread adds them back as float4s in one fixed order (8 shared loads for 2 sums over 16 warps,
+// not 32: with one reduction a row, the scalar loads were most of the kernel's instructions).
+// red must start zeroed: entries past the last warp stay 0.
+template <int M>
+__device__ __forceinline__ void row_block_sums(float (&v)[M], float4 (*red)[M][8], int& parity) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int k = 0; k < M; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+  float* buf = reinterpret_cast<float*>(red[parity]);
+  if ((threadIdx.x & 31) == 0)
+#pragma unroll
+    for (int k = 0; k < M; ++k) buf[k * 32 + threadIdx.x / 32] = v[k];
+  __syncthreads();
+  const int quads = (blockDim.x / 32 + 3) / 4;
+#pragma unroll
+  for (int k = 0; k < M; ++k) {
+    float s = 0.f;
+    for (int q = 0; q < quads; ++q) {
+      const float4 a = red[parity][k][q];
+      s += (a.x + a.y) + (a.z + a.w);
+    }
+    v[k] = s;
+  }
+  parity ^= 1;
+}
+
+// One row a block (blockDim.x = cols / kVec threads, one 16-byte vector of a row each), rows
+// blockIdx.x + i * gridDim.x; each step reduces kStagedRows rows at once while the next step's
+// rows are copied into shared memory. Dynamic shared memory: staged_smem_bytes().
+template <typename T, int kVec, bool kCentered>
+__global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams p) {
+  constexpr int kRows = kStagedRows, kStages = kStagedStages, kSums = kCentered ? 2 : 1;
+  extern __shared__ uint4 staged[];  // [kStages][kRows][grad, x][blockDim.x]
+  __shared__ float4 red[2][kRows * kSums][8];
+  if (threadIdx.x < 2 * kRows * kSums * 8) reinterpret_cast<float4*>(red)[threadIdx.x] = make_float4(0.f, 0.f, 0.f, 0.f);
+  __syncthreads();
+  int parity = 0;
+  const T* grad = static_cast<const T*>(p.grad);
+  const T* x = static_cast<const T*>(p.x);
+  T* gx = static_cast<T*>(p.grad_x);
+  const int64_t col = static_cast<int64_t>(threadIdx.x) * kVec;
+  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  RowRegs<T, kVec, 1> w;  // the weight, loaded once for every row this thread visits
+  w.load(static_cast<const T*>(p.weight), p.cols, threadIdx.x, blockDim.x);
+  float sum_w[kVec] = {}, sum_b[kVec] = {};
+  const int64_t grid = gridDim.x, step = grid * kRows;
+  auto slot = [&](int stage, int i, int tensor) -> uint4& {
+    return staged[((stage * kRows + i) * 2 + tensor) * blockDim.x + threadIdx.x];
+  };
+  auto copy_step = [&](int64_t base, int stage) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int64_t r = base + i * grid;
+      if (r < p.rows) {
+        copy_async16(&slot(stage, i, 0), grad + r * p.cols + col);
+        copy_async16(&slot(stage, i, 1), x + r * p.cols + col);
+      }
+    }
+    copy_async_commit();  // a group even past the last row, so that wait's count stays right
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) copy_step(blockIdx.x + s * step, s);
+  int stage = 0;
+  for (int64_t base = blockIdx.x; base < p.rows; base += step) {
+    copy_step(base + (kStages - 1) * step, (stage + kStages - 1) % kStages);
+    copy_async_wait<kStages - 1>();
+    float mean[kRows], rstd[kRows], sums[kRows * kSums];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int64_t r = base + i * grid;
+      const bool valid = r < p.rows;
+      RowRegs<T, kVec, 1> g, in;
+      g.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
+      in.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
+      mean[i] = kCentered && valid ? p.mean[r] : 0.f;
+      rstd[i] = valid ? p.rstd[r] : 0.f;
+      float sg = 0.f, sgx = 0.f;
+      if (valid)
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float gw = g.at(0, j) * w.at(0, j), xhat = (in.at(0, j) - mean[i]) * rstd[i];
+          sg += gw;
+          sgx += gw * xhat;
+          sum_w[j] += g.at(0, j) * xhat;
+          sum_b[j] += g.at(0, j);
+        }
+      sums[i * kSums] = sgx;  // one reduction for both sums of both rows (RMSNorm: mean(g * xhat) only)
+      if constexpr (kCentered) sums[i * kSums + 1] = sg;
+    }
+    row_block_sums<kRows * kSums>(sums, red, parity);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int64_t r = base + i * grid;
+      if (r >= p.rows) continue;
+      const float mean_gx = sums[i * kSums] * inv_cols;
+      const float mean_g = kCentered ? sums[i * kSums + (kCentered ? 1 : 0)] * inv_cols : 0.f;
+      RowRegs<T, kVec, 1> g, in;
+      g.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
+      in.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
+      float d[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        d[j] = norm_grad_x(g.at(0, j) * w.at(0, j), (in.at(0, j) - mean[i]) * rstd[i], rstd[i], mean_g, mean_gx);
+      store_vec<T, kVec>(gx + r * p.cols + col, d);
+    }
+    stage = (stage + 1) % kStages;
+  }
+  copy_async_wait<0>();
+  // This block's column sums: workspace row blockIdx.x, laid out [row][plane][col] (every block
+  // writes, zeros if it had no rows).
+  float* ws = p.workspace + static_cast<int64_t>(blockIdx.x) * kPlanes<kCentered> * p.cols;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    ws[col + j] = sum_w[j];
+    if constexpr (kCentered) ws[p.cols + col + j] = sum_b[j];
+  }
+}
+
+inline size_t staged_smem_bytes(int threads) {
+  return static_cast<size_t>(kStagedStages) * kStagedRows * 2 * threads * 16;
+}
+
+// The staged kernel's grid for rows of cols: as many blocks as the GPU holds at once, at most
+// one a row; 0 where the staged kernel does not apply (not whole 16-byte vectors, or rows of
+// fewer than 128 or more than 1024 of them). Read once per device and row width.
+template <typename T, bool kCentered>
+int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (!aligned || cols % kVec != 0 || rows == 0) return 0;
+  const int64_t threads = cols / kVec;
+  if (threads < 128 || threads > 1024 || threads % 32 != 0) return 0;
+  static int cache[64][33] = {};  // [device][threads / 32]: blocks an SM
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+  int& per_sm = cache[device][threads / 32];
+  if (per_sm == 0) {
+    auto kernel = norm_backward_staged<T, kVec, kCentered>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged_smem_bytes(1024)));
+    int n = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, static_cast<int>(threads), staged_smem_bytes(static_cast<int>(threads)));
+    per_sm = n > 0 ? n : -1;
+  }
+  if (per_sm < 0) return 0;
+  const int64_t grid = static_cast<int64_t>(per_sm) * sm_count();
+  return grid < rows ? grid : rows;
+}
+
 template <typename T, int kVec, bool kCentered>
 __global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p) {
   __shared__ float scratch[2][2 * 32];
@@ -327,8 +486,10 @@ RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
 }
 
 // Rows of each of the (1 or 2) workspace planes the backward needs.
-template <typename T>
+template <typename T, bool kCentered>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
+  const int64_t staged = norm_backward_staged_grid<T, kCentered>(rows, cols, aligned);
+  if (staged > 0) return staged;
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
   if (L.vecs == 0) return column_sum_tiling(rows, cols, 1).row_blocks;
   return L.grid * L.rows_per_block;
@@ -358,8 +519,12 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   const int vec = row_vec<T>(p.cols, aligned);
   const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, aligned);
   const bool wide = vec > 1;
-  int64_t ws_rows;
-  if (L.vecs == 0) {
+  int64_t ws_rows = norm_backward_staged_grid<T, kCentered>(p.rows, p.cols, aligned);
+  if (ws_rows > 0) {
+    const int threads = static_cast<int>(p.cols / (16 / sizeof(T)));
+    norm_backward_staged<T, 16 / sizeof(T), kCentered>
+        <<<static_cast<unsigned>(ws_rows), threads, staged_smem_bytes(threads), stream>>>(p);
+  } else if (L.vecs == 0) {
     if (L.grid > 0) {
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
       else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
@@ -385,10 +550,11 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
 
 // layernorm.cu's and rmsnorm.cu's launchers, for a runtime dtype (fp32, fp16, bf16): each .cu
 // passes its kCentered, so it instantiates only its own norm's kernels.
-inline int64_t norm_backward_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
+template <bool kCentered>
+int64_t norm_backward_workspace_rows(int64_t rows, int64_t cols, DType dtype, bool aligned) {
   int64_t ws_rows = 0;
   KWB_FLOAT_SWITCH(dtype, T, [&] {
-    ws_rows = norm_workspace_rows<T>(rows, cols, aligned);
+    ws_rows = norm_workspace_rows<T, kCentered>(rows, cols, aligned);
     return static_cast<const char*>(nullptr);
   });
   return ws_rows;

@@ -8,7 +8,7 @@ constexpr bool kCentered = true;
 }  // namespace
 
 int64_t layernorm_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
-  return kwb::norm_backward_workspace_rows(rows, cols, dtype, aligned);
+  return kwb::norm_backward_workspace_rows<kCentered>(rows, cols, dtype, aligned);
 }
 
 const char* layernorm_cuda(const kwb::NormParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -8,7 +8,7 @@ constexpr bool kCentered = false;
 }  // namespace
 
 int64_t rmsnorm_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
-  return kwb::norm_backward_workspace_rows(rows, cols, dtype, aligned);
+  return kwb::norm_backward_workspace_rows<kCentered>(rows, cols, dtype, aligned);
 }
 
 const char* rmsnorm_cuda(const kwb::NormParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
