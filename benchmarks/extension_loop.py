@@ -337,14 +337,25 @@ def environment() -> dict:
     return {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda,
             "nvcc": nvcc_version, "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "kwb": os.environ.get("KWB_GIT_DESCRIBE", "")}
+            "kwb": os.environ.get("KWB_GIT_DESCRIBE") or _git_describe(), "gpu": torch.cuda.is_available(),
+            "command": " ".join(["python", "benchmarks/extension_loop.py", *sys.argv[1:]])}
+
+
+def _git_describe() -> str:
+    """The checkout's commit, with -dirty for uncommitted changes (the device's copy of the tree
+    may carry a stale .git: gpu_run.sh passes KWB_GIT_DESCRIBE instead)."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        return ""
 
 
 def markdown(report: dict) -> str:
     env = report["env"]
     lines = ["# Tutorial-way extensions: kwb beside torch.utils.cpp_extension", "",
              (f"{env['device']}, {env['cpus']} cores, torch {env['torch']}, CUDA {env['cuda']}, {env['nvcc']}, "
-              f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `python benchmarks/extension_loop.py`; "
+              f"Python {env['python']}, {env['date']}, kwb {env['kwb']}. `{env.get('command', 'python benchmarks/extension_loop.py')}`; "
               f"edits: median of {report['repeat']}."), ""]
     names = {"cold": "cold build (empty cache)", "warm": "warm load, fresh process (after import torch and CUDA start)",
              "cu_edit": ".cu edit -> new result, same process", "cu_edit_fresh": ".cu edit -> new result, fresh process",
@@ -395,7 +406,9 @@ def main() -> int:
     text = markdown(report)
     print(text)
     if args.out:
-        slug = "".join(c if c.isalnum() else "-" for c in report["env"]["device"].lower()).strip("-")
+        # the harness's folder names (workbench/harness/results.py): the GPU's model, else cpu-<n>core
+        slug = ("".join(c if c.isalnum() else "-" for c in report["env"]["device"].lower()).strip("-")
+                if report["env"]["gpu"] else f"cpu-{os.cpu_count()}core")
         folder = Path(args.out) / slug
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "extension_loop.json").write_text(json.dumps(report, indent=1))
