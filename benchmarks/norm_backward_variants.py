@@ -428,7 +428,11 @@ def main() -> None:
                 return
             for v in VARIANTS:
                 n = 1 if v == 1 else (3 if centered else 2)  # variant 1 writes grad_x only
-                got = k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+                try:
+                    got = k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+                except RuntimeError as e:  # 4 rows of fp32 4096 take 256 KB of shared memory a block
+                    print(f"{kind:>9} {dtype!s:>8} v{v} does not launch: {e}", flush=True)
+                    continue
                 for a, b in zip(got[:n], want[:n]):
                     torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
                 report = wb.bench(lambda *t, v=v, c=centered, n=n: tuple(k.norm_backward_variant(*t, c, v)[:n]),

@@ -63,10 +63,11 @@ def profile(fn, args) -> list[Launch]:
     fd, path = tempfile.mkstemp(prefix="kwb-trace-", suffix=".json")
     os.close(fd)
     try:
-        # torch warns that "Profiler clears events at the end of each cycle" into every `kwb run`;
-        # there is one cycle here
+        # torch warns that "Profiler clears events at the end of each cycle" into every `kwb run`
+        # (torch 2.11 starts the message with "Warning: ", and filterwarnings matches from the
+        # start); there is one cycle here
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r".*Profiler clears events", category=UserWarning)
             with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
                 fn(*args)
                 torch.cuda.synchronize()
