@@ -399,10 +399,10 @@ def test_a_warm_load_whose_build_a_clean_removed_meanwhile_builds_again(tmp_path
         from cache_tools import api
         find = builder.find_cached
 
-        def found_then_cleaned(source, config, root):
-            build = find(source, config, root)
+        def found_then_cleaned(spec, config):
+            build = find(spec, config)
             if build is not None:
-                outcome = api.clean(api.open_cache(root), [build.library.parent.name])
+                outcome = api.clean(api.open_cache(spec.root), [build.library.parent.name])
                 assert outcome.removed, outcome
             return build
 

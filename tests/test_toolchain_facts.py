@@ -67,13 +67,14 @@ def test_a_build_is_planned_without_importing_torch(tmp_path):
     code = f"""
 import json, sys
 from pathlib import Path
-from workbench.jit import builder, device as devices, sources
+from workbench.jit import builder, sources
+from workbench.jit.build_spec import build_spec
 from workbench.jit.parallel import load_all  # noqa: F401
 source = sources.resolve("relu_scale")
-device = devices.choose(None, what="relu_scale")
-config = builder.make_config(source, device, Path({str(tmp_path)!r}))
-builder.find_cached(source, config, Path({str(tmp_path)!r}))
-print(json.dumps(["torch" in sys.modules, config.versions["torch"], device]))
+spec = build_spec(source, None, Path({str(tmp_path)!r}))
+config = builder.make_config(spec)
+builder.find_cached(spec, config)
+print(json.dumps(["torch" in sys.modules, config.versions["torch"], spec.device]))
 """
     imported, version, device = json.loads(_fresh_python(code, KWB_CUDA_ARCH="9.0"))
     assert imported is False

@@ -46,18 +46,18 @@ def main() -> None:
 
 
 def _state(source, device: str) -> str:
-    from .jit import builder, loader
-    from .jit import device as devices
+    from .jit import builder
+    from .jit.build_spec import build_spec
     from .jit.errors import KwbError
 
-    root = loader.cache_root()
     try:
-        config = builder.make_config(source, devices.choose(device, what=source.name), root)
+        spec = build_spec(source, device)
+        config = builder.make_config(spec)
     except KwbError as e:
         return f"cannot build: {e}"
-    if builder.find_cached(source, config, root) is not None:
+    if builder.find_cached(spec, config) is not None:
         return "built"
-    return "stale" if builder.latest_manifest(source, device, root) else "not built"
+    return "stale" if builder.latest_manifest(source, spec.device, spec.root) else "not built"
 
 
 def _check_names(names, hint: str = "NAMES") -> None:

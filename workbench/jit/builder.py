@@ -35,6 +35,7 @@ from . import (
     ptxas,
     toolchain,
 )
+from .build_spec import BuildSpec
 from .errors import BuildError, CacheError, ToolchainError, cache_error
 from .feedback import BuildFeedback
 from .ninja import CompileStep, NinjaPlan, parse_depfile, run
@@ -68,8 +69,9 @@ class BuildConfig:
         }
 
 
-def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), extra_cuda_cflags=(),
-                extra_ldflags=(), cuda_includes_torch: bool = False) -> BuildConfig:
+def make_config(spec: BuildSpec) -> BuildConfig:
+    """The compilers, flags and versions of a build: what besides the sources goes into its key."""
+    source, device, root, cuda_includes_torch = spec.source, spec.device, spec.root, spec.cuda_includes_torch
     info = toolchain.torch_info()
     cxx = toolchain.cxx_path(root)
     if cxx is None:
@@ -118,7 +120,7 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         nvcc = toolchain.nvcc_path()
         assert nvcc is not None
         home = toolchain.cuda_home()
-        archs = toolchain.cuda_archs()
+        archs = spec.archs
         versions["nvcc"] = tool_version(nvcc, root)
         cflags += [*([] if source.torch_style else ["-DKWB_WITH_CUDA"]), f"-isystem{home / 'include'}"]
         # -ccbin: nvcc's host compiler is the one in the key, not whichever gcc PATH finds first.
@@ -141,9 +143,9 @@ def make_config(source: KernelSource, device: str, root: Path, extra_cflags=(), 
         ldflags += ["-lc10_cuda", f"-L{lib64}", "-lcudart"]
         if source.torch_style or cuda_includes_torch:
             ldflags += ["-ltorch_cuda", *([] if source.torch_style else ["-ltorch", "-ltorch_python"])]
-    cflags += list(extra_cflags)
-    cuda_cflags += list(extra_cuda_cflags)
-    ldflags += list(extra_ldflags)
+    cflags += list(spec.extra_cflags)
+    cuda_cflags += list(spec.extra_cuda_cflags)
+    ldflags += list(spec.extra_ldflags)
     return BuildConfig(device, cxx, nvcc, ninja, cflags, cuda_cflags, ldflags, archs, versions)
 
 
@@ -176,8 +178,8 @@ def _base(source: KernelSource, config: BuildConfig) -> tuple[str, dict[str, str
     return layout.build_base(config.fingerprint(), src), src
 
 
-def find_cached(source: KernelSource, config: BuildConfig, root: Path) -> Build | None:
-    entry = layout.entry_dir(root, source.ident)
+def find_cached(spec: BuildSpec, config: BuildConfig) -> Build | None:
+    source, entry = spec.source, spec.entry
     base, _ = _base(source, config)
     unreadable = []  # named only where no build loads instead: then this load builds past them
     for path in layout.manifests_for(entry, source.name, config.device, base):
@@ -380,15 +382,14 @@ def _cache_write_failure(e: OSError, entry: Path) -> bool:
     return inside and e.errno in (errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
 
 
-def build(source: KernelSource, config: BuildConfig, root: Path, verbose: bool = False, force: bool = False,
+def build(spec: BuildSpec, config: BuildConfig, verbose: bool = False, force: bool = False,
           jobs: int | None = None) -> Build:
     """Build under the entry's lock (or find that another process or thread just did); jobs:
     ninja's -j, None for ninja's default."""
-    entry = layout.entry_dir(root, source.ident)
-    what = f"{source.name} ({config.device})"
-    with compile_cache.build_lock(entry / layout.LOCK_NAME, what):
+    source, entry = spec.source, spec.entry
+    with compile_cache.build_lock(entry / layout.LOCK_NAME, spec.what):
         if not force:
-            done = find_cached(source, config, root)
+            done = find_cached(spec, config)
             if done is not None:
                 return done
         else:  # a forced build recompiles every object, not only what ninja finds out of date

@@ -43,9 +43,10 @@ from kwb_store import layout
 from kwb_store.fsutil import atomic_write_text
 
 from . import device as devices
+from .build_spec import build_spec
+from .compile_cache import cache_root
 from .kernel import Kernel
 from .loader import (
-    cache_root,
     compiler_flags,
     flag_list,
     load_source,
@@ -223,8 +224,8 @@ def _load_torch_form(name, cpp, cuda, functions: dict[str, str], device, verbose
                           cuda_sources=cuda_sources, include_dirs=[*includes, *kwb_include_dirs()], kind="inline",
                           display_paths=display, binding=binding, module_name=ident, python_module=is_python_module,
                           torch_library_units={w for u, w in parts if uses_torch_library(u)}, use_pch=use_pch)
-    return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
-                       root=root)
+    return load_source(build_spec(source, device, root, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"]),
+                       verbose, force)
 
 
 def _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_includes_torch, labels, includes, root,
@@ -285,5 +286,5 @@ def _load_kwb_form(name, cuda, cpp, functions, device, verbose, force, cuda_incl
     source = KernelSource(name=ident, folder=folders[0], ident=f"{ident}-inline", cpp_sources=cpp_sources,
                           cuda_sources=cuda_sources, include_dirs=[*includes, *kwb_include_dirs()], kind="inline",
                           display_paths=display)
-    return load_source(source, device, verbose, force, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
-                       cuda_includes_torch, root=root)
+    return load_source(build_spec(source, device, root, flags["extra_cflags"], flags["extra_cuda_cflags"], flags["extra_ldflags"],
+                                  cuda_includes_torch), verbose, force)

@@ -10,9 +10,9 @@ from kwb_store import layout
 
 from . import builder, notices
 from . import device as devices
-from .compile_cache import cache_root
+from .build_spec import BuildSpec, build_spec
 from .errors import LoadError
-from .sources import KWB, KernelSource, from_files, resolve
+from .sources import from_files, resolve
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -23,28 +23,23 @@ if TYPE_CHECKING:
 _process_lock = threading.RLock()
 
 
-def load_source(source: KernelSource, device=None, verbose: bool = False, force: bool = False,
-                extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), cuda_includes_torch: bool = False,
-                root: Path | None = None, jobs: int | None = None) -> Kernel:
-    """jobs: compiler processes this build may run at once (ninja -j); None: ninja's default."""
-    requested, device = device, devices.choose(device, what=source.name)
-    if requested is None and not source.cuda_sources and not cuda_includes_torch and source.binding != KWB:
-        device = devices.CPU  # nothing for nvcc: a C++-only extension is a CPU build wherever it runs
-    root = root or cache_root()
+def load_source(spec: BuildSpec, verbose: bool = False, force: bool = False, jobs: int | None = None) -> Kernel:
+    """The kernel of a build: cached, else built. jobs: compiler processes this build may run at
+    once (ninja -j); None: ninja's default."""
     with _process_lock:
-        config = builder.make_config(source, device, root, extra_cflags, extra_cuda_cflags, extra_ldflags, cuda_includes_torch)
-        build = None if force else builder.find_cached(source, config, root)
+        config = builder.make_config(spec)
+        build = None if force else builder.find_cached(spec, config)
         if build is not None and verbose:
-            notices.say(f"kwb: {source.name} ({device}) is cached: {build.library}")
+            notices.say(f"kwb: {spec.what} is cached: {build.library}")
     for attempt in range(2):
         if build is None:
-            build = builder.build(source, config, root, verbose=verbose, force=force and attempt == 0, jobs=jobs)
+            build = builder.build(spec, config, verbose=verbose, force=force and attempt == 0, jobs=jobs)
         # imports torch: once the compile is done (jit/torch_facts.py)
         from .kernel import load_library
 
         with _process_lock:
             try:
-                kernel = load_library(source, build)
+                kernel = load_library(spec.source, build)
             except LoadError:
                 if build.library.exists() or attempt:
                     raise
@@ -152,6 +147,6 @@ def load(name: str | Path, sources=None, extra_cflags=None, extra_cuda_cflags=No
         source.python_module = False
     source.use_pch = use_pch
     root = Path(build_directory).expanduser() if build_directory is not None else None
-    return load_source(source, device, verbose, force, compiler_flags(extra_cflags, "extra_cflags"),
-                       compiler_flags(extra_cuda_cflags, "extra_cuda_cflags"), compiler_flags(extra_ldflags, "extra_ldflags"), root=root,
-                       jobs=jobs)
+    spec = build_spec(source, device, root, compiler_flags(extra_cflags, "extra_cflags"),
+                      compiler_flags(extra_cuda_cflags, "extra_cuda_cflags"), compiler_flags(extra_ldflags, "extra_ldflags"))
+    return load_source(spec, verbose, force, jobs)
