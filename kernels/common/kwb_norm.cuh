@@ -406,10 +406,23 @@ int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
   int& per_sm = cache[device][threads / 32];
   if (per_sm == 0) {
+    // A block's shared memory past 48 KB must be asked for, up to the device's opt-in limit
+    // (227 KB on the H100, 99 KB on sm_86/sm_89, 64 KB on sm_75); rows needing more take the
+    // register path. A refused call must not leave its error for last_launch_error() to find.
+    const size_t smem = staged_smem_bytes(static_cast<int>(threads));
+    int optin = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     auto kernel = norm_backward_staged<T, kVec, kCentered>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged_smem_bytes(1024)));
+    cudaFuncAttributes attrs{};
     int n = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, static_cast<int>(threads), staged_smem_bytes(static_cast<int>(threads)));
+    if (cudaFuncGetAttributes(&attrs, kernel) == cudaSuccess) {
+      const int dynamic_max = optin - static_cast<int>(attrs.sharedSizeBytes);  // the static reduction scratch counts too
+      if (dynamic_max > 0 && smem <= static_cast<size_t>(dynamic_max) &&
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic_max) == cudaSuccess &&
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, static_cast<int>(threads), smem) != cudaSuccess)
+        n = 0;
+    }
+    (void)cudaGetLastError();
     per_sm = n > 0 ? n : -1;
   }
   if (per_sm < 0) return 0;
