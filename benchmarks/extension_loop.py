@@ -324,6 +324,8 @@ def bench(workload: str, approach: str, repeat: int) -> dict:
 def environment() -> dict:
     import torch
 
+    from workbench.harness import results
+
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     try:
         nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout.strip().splitlines()[-1]
@@ -337,18 +339,8 @@ def environment() -> dict:
     return {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda,
             "nvcc": nvcc_version, "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "kwb": os.environ.get("KWB_GIT_DESCRIBE") or _git_describe(), "gpu": torch.cuda.is_available(),
+            "kwb": results.kwb_version(), "gpu": torch.cuda.is_available(),
             "command": " ".join(["python", "benchmarks/extension_loop.py", *sys.argv[1:]])}
-
-
-def _git_describe() -> str:
-    """The checkout's commit, with -dirty for uncommitted changes (the device's copy of the tree
-    may carry a stale .git: gpu_run.sh passes KWB_GIT_DESCRIBE instead)."""
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True, check=False,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        return ""
 
 
 def markdown(report: dict) -> str:
@@ -406,9 +398,9 @@ def main() -> int:
     text = markdown(report)
     print(text)
     if args.out:
-        # the harness's folder names (workbench/harness/results.py): the GPU's model, else cpu-<n>core
-        slug = ("".join(c if c.isalnum() else "-" for c in report["env"]["device"].lower()).strip("-")
-                if report["env"]["gpu"] else f"cpu-{os.cpu_count()}core")
+        from workbench.harness import results
+
+        slug = results.environment("cuda" if report["env"]["gpu"] else "cpu").slug  # the harness's folder names
         folder = Path(args.out) / slug
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "extension_loop.json").write_text(json.dumps(report, indent=1))
