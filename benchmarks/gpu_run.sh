@@ -2,6 +2,8 @@
 # One GPU machine's whole job, in one call: install kwb, then
 #   build   `kwb build --all --device cuda` from an empty cache
 #   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
+#   full    `kwb run --full` (every dtype at every bench size), cached builds, into <run>/full/
+#           (only when named)
 #   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
 #   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
 #           (15 minutes on the H100: only when named)
@@ -93,6 +95,17 @@ if wants run; then
   for p in "$out"/*.prof; do
     [ -f "$p" ] && python -c "import pstats,sys; s=pstats.Stats(sys.argv[1]); s.sort_stats('cumulative').print_stats(70); s.sort_stats('tottime').print_stats(40)" "$p" > "${p%.prof}.txt"
   done
+fi
+
+if wants full; then
+  t=$(now)
+  rm -rf /tmp/kwb-report-full
+  python -m workbench.cli run --full --out /tmp/kwb-report-full 2>&1 | tee "$out/kwb_run_full.log"
+  fact kwb_run_full_rc "${PIPESTATUS[0]}"
+  fact kwb_run_full_s "$(since "$t")"
+  mkdir -p "$run_dir/full"
+  cp -r "/tmp/kwb-report-full/$slug/." "$run_dir/full/"
+  cp "$out/kwb_run_full.log" "$run_dir/full/"
 fi
 
 if wants tolerance; then
