@@ -1,6 +1,9 @@
 """How long `kwb cache list` takes on a cache of 1,000 entries (the bar: under a second).
 
-    python benchmarks/cache_list.py [--entries 1000] [--out benchmarks/results/cache-list]
+    python benchmarks/cache_list.py [--entries 1000] [--out [DIR]]
+
+--out writes cache_list.md to DIR; --out alone to benchmarks/results/<device>/<date>-<commit>/
+(the harness's name for this machine's CPU, e.g. cpu-2core, and kwb's commit).
 
 Builds a synthetic cache in a temporary folder: 600 kwb entries (two builds each, manifests
 naming 50 shared source files and headers that exist, 4 KB libraries with an ELF header, a
@@ -28,6 +31,7 @@ from pathlib import Path
 from cache_tools import api
 from kwb_store import environment
 from kwb_store.manifest import Manifest
+from workbench.harness.results import kwb_version
 
 ELF_STUB = b"\x7fELF\x02\x01\x01" + b"\0" * (4096 - 7)  # header fields 0: nothing announced past the end
 
@@ -88,10 +92,24 @@ def timed(fn, repeat: int = 5) -> list[float]:
     return out
 
 
+RUN_FOLDER = object()  # --out given no folder
+
+
+def run_folder() -> Path:
+    """benchmarks/results/<device>/<date>-<commit>/, as gpu_run.sh names a run's folder: the
+    harness's slug for this machine's CPU and kwb_version()'s commit (imports torch: only after the timings)."""
+    from workbench.harness import results
+
+    env = results.environment("cpu")
+    commit = env.kwb_version.partition("+")[2] or "unknown"
+    return Path(__file__).resolve().parent / "results" / env.slug / f"{env.timestamp[:10]}-{commit}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=1000)
-    ap.add_argument("--out", type=Path, default=None, help="Write the results (markdown) under this folder.")
+    ap.add_argument("--out", type=Path, nargs="?", const=RUN_FOLDER, default=None,
+                    help="Write the results (cache_list.md) under this folder (alone: benchmarks/results/<device>/<date>-<commit>).")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kwb-cache-bench-") as tmp:
         root = Path(tmp) / "torch_extensions"
@@ -112,7 +130,7 @@ def main() -> None:
     lines = [f"# kwb cache list on {args.entries} entries",
              "",
              (f"{date.today().isoformat()}, {platform.node()} ({os.cpu_count()} cores), Python {platform.python_version()}, "
-              f"torch {run.torch}; states: {states}. `python benchmarks/cache_list.py --entries {args.entries}`."),
+              f"torch {run.torch}, kwb {kwb_version()}; states: {states}. `python benchmarks/cache_list.py --entries {args.entries}`."),
              "",
              "| what | median s | min s | max s |",
              "|---|---|---|---|"]
@@ -121,8 +139,9 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"{platform.node() or 'machine'}-{os.cpu_count()}core.md").write_text(text)
+        out = run_folder() if args.out is RUN_FOLDER else args.out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cache_list.md").write_text(text)
 
 
 if __name__ == "__main__":

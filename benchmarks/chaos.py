@@ -1,7 +1,10 @@
 """Chaos run: kwb's loader and cache under kill -9, concurrent loaders with edits, and damaged
 cache files, every load checked against the value the kernel's sources held.
 
-    python benchmarks/chaos.py [--seconds 600] [--loaders 16] [--out benchmarks/results/chaos]
+    python benchmarks/chaos.py [--seconds 600] [--loaders 16] [--out [DIR]]
+
+--out alone writes chaos.md and chaos.json to benchmarks/results/<device>/<date>-<commit>/
+(the harness's name for this machine's CPU, e.g. cpu-2core, and kwb's commit).
 
 Each load runs in a fresh process, against a temporary cache root (never yours) and a small
 kernel whose header holds the value its op adds, so a stale or damaged library shows up as a
@@ -287,6 +290,19 @@ def run_edits(work: Path, env: dict, args, tally: Tally, until: float) -> None:
     print(f"  edits   {rounds} rounds of {args.loaders} loaders: {tally.counts}", flush=True)
 
 
+RUN_FOLDER = object()  # --out given no folder
+
+
+def run_folder() -> Path:
+    """benchmarks/results/<device>/<date>-<commit>/, as gpu_run.sh names a run's folder: the
+    harness's slug for this machine's CPU (the loads are CPU builds) and kwb_version()'s commit."""
+    from workbench.harness import results
+
+    env = results.environment("cpu")
+    commit = env.kwb_version.partition("+")[2] or "unknown"
+    return Path(__file__).resolve().parent / "results" / env.slug / f"{env.timestamp[:10]}-{commit}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=600, help="time for the kill -9 and edit parts together (default 600)")
@@ -297,7 +313,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hang-seconds", type=float, default=300, help="a load with no answer by then is hung (default 300)")
     ap.add_argument("--only", choices=["damage", "kill9", "edits"], action="append", help="run only these parts")
     ap.add_argument("--seed", type=int, default=None, help="random seed for the kill times")
-    ap.add_argument("--out", type=Path, help="write chaos.md and chaos.json here")
+    ap.add_argument("--out", type=Path, nargs="?", const=RUN_FOLDER,
+                    help="write chaos.md and chaos.json here (--out alone: benchmarks/results/<device>/<date>-<commit>)")
     args = ap.parse_args(argv)
     for name in ("seconds", "edit_every", "edit_window", "hang_seconds"):
         if not getattr(args, name) > 0:
@@ -332,6 +349,8 @@ def main(argv=None) -> int:
     report = render(tallies, args, elapsed)
     print(report)
     if args.out:
+        if args.out is RUN_FOLDER:
+            args.out = run_folder()
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "chaos.md").write_text(report)
         (args.out / "chaos.json").write_text(json.dumps(

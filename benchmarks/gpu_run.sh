@@ -170,6 +170,7 @@ if wants jit; then
   python benchmarks/jit_loop.py --repeat 2 --skip-tutorial --out "$res" 2>&1 | tee "$out/jit_loop.log"
   fact jit_loop_rc "${PIPESTATUS[0]}"
   fact jit_loop_s "$(since "$t")"
+  cp "$res"/jit_loop.json "$res"/jit_loop.md "$run_dir/" 2>/dev/null
 fi
 
 if wants notebooks; then

@@ -451,8 +451,21 @@ def bench_approach(ws: Workspace, env: dict, repeat: int, fresh: bool, gpu: bool
 
 # --- what was measured, where, and the report ---------------------------------------------
 
-def slugify(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+def commit() -> str:
+    """The tree's commit as kwb_version() names it (KWB_GIT_DESCRIBE first: a copy of the tree
+    on the GPU machine carries no history of its own), 'unknown' without one."""
+    from workbench.harness import results
+
+    return results.kwb_version().partition("+")[2] or "unknown"
+
+
+def default_out(gpu: bool) -> Path:
+    """benchmarks/results/<device>/<date>-<commit>/, as gpu_run.sh names a run's folder (the
+    harness's device slug: 'nvidia-h100-80gb-hbm3', 'cpu-2core')."""
+    from workbench.harness import results
+
+    env = results.environment("cuda" if gpu else "cpu")
+    return BENCH_DIR / "results" / env.slug / f"{env.timestamp[:10]}-{commit()}"
 
 
 def command_line(cmd: list[str], pick=None) -> str:
@@ -479,8 +492,7 @@ def environment(torch, nvcc: str, cuda_home: str, arch: str) -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        # KWB_GIT_DESCRIBE first: a copy of the tree on the GPU machine carries no history of its own
-        "git": os.environ.get("KWB_GIT_DESCRIBE") or command_line(["git", "describe", "--always", "--dirty"]) or "unknown",
+        "git": commit(),
     }
 
 
@@ -531,7 +543,7 @@ def markdown(report: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, help="edits per edit step; the median is reported")
-    parser.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<device>)")
+    parser.add_argument("--out", type=Path, help="output folder (default benchmarks/results/<device>/<date>-<commit>)")
     parser.add_argument("--approaches", default=",".join(APPROACHES),
                         help=f"comma-separated, of {', '.join(APPROACHES)} (default: all that run here)")
     parser.add_argument("--skip-tutorial", action="store_true", help="leave the tutorial out")
@@ -552,8 +564,7 @@ def main() -> int:
     arch = "{}.{}".format(*torch.cuda.get_device_capability()) if gpu else NO_GPU_ARCH
     cuda_home = str(toolchain.cuda_home())
     env_info = environment(torch, toolchain.nvcc_path(), cuda_home, arch)
-    slug = slugify(env_info["device"]) if gpu else f"cpu-{os.cpu_count()}core"
-    out_dir = args.out or BENCH_DIR / "results" / slug
+    out_dir = args.out or default_out(gpu)
     print(f"jit_loop: {env_info['device']}, arch {arch}, {env_info['nvcc']}"
           + ("" if gpu else " (no GPU: edit times end at the loaded module)"), file=sys.stderr)
 

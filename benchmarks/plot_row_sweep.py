@@ -1,10 +1,11 @@
 """The row-length sweep of softmax, layernorm and rmsnorm as one plot: % of the copy ceiling
 against the row length (256 to 262144 at 2^26 elements), kwb beside torch.compile.
 
-    python benchmarks/plot_row_sweep.py benchmarks/results/kernels-ii-sweep/<device>/bench.csv [out.png]
+    python benchmarks/plot_row_sweep.py benchmarks/results/<device>/<date>-<commit>/bench.csv [out.png]
 
 The CSV comes from `kwb bench softmax layernorm rmsnorm --sweep --dtype bf16 --no-backward
---baselines compile --out benchmarks/results/kernels-ii-sweep` on the GPU machine.
+--baselines compile --out DIR` on the GPU machine (it writes DIR/<device>/bench.csv), kept as
+benchmarks/results/<device>/<date>-<commit>/bench.csv (the H100's: 2026-11-22-100cba7).
 """
 from __future__ import annotations
 
