@@ -1,4 +1,4 @@
-"""The front doors (load, load_inline's two forms, the CLI) construct one BuildSpec and hand it
+"""The front doors (load, load_inline's two forms, cuda_kernel, the CLI) construct one BuildSpec and hand it
 down whole: what the caller asked for arrives in its fields, and nothing downstream can change it."""
 from __future__ import annotations
 
@@ -69,3 +69,25 @@ def test_a_spec_cannot_be_changed_downstream(tmp_path):
 def test_a_bad_device_is_refused_when_the_spec_is_made(tmp_path):
     with pytest.raises(ValueError, match="device"):
         build_spec(from_files("ext", [_cpp(tmp_path)]), "tpu", tmp_path)
+
+
+def test_cuda_kernel_fills_a_spec_for_nvrtc(tmp_path, monkeypatch):
+    """wb.cuda_kernel constructs the same BuildSpec and hands it to the one compile path: the
+    options split into include folders, pre-included files and the rest, the arch read once."""
+    from workbench.jit import compile_cache, raw_kernel
+
+    specs: list[BuildSpec] = []
+    monkeypatch.setattr(compile_cache, "compile_cached", lambda spec, compiler, force=False: specs.append(spec) or spec)
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "pre.h").write_text("#define TWICE 2\n")
+    raw_kernel.cuda_kernel('extern "C" __global__ void k(float* y) { y[0] = TWICE; }', "k", arch="sm_90a",
+                           options=["-I", str(tmp_path / "inc"), f"--pre-include={tmp_path / 'pre.h'}", "-DX=1"],
+                           root=tmp_path / "cache")
+    [spec] = specs
+    assert spec.nvrtc and spec.device == "cuda" and spec.archs == ("9.0a",)
+    assert spec.extra_cuda_cflags == ("-DX=1",)
+    assert spec.source.include_dirs[:2] == (tmp_path.cwd(), tmp_path / "inc")  # text: the working folder first
+    assert spec.source.pre_includes == (tmp_path / "pre.h",)
+    assert spec.what == "k (cuda, NVRTC)" and spec.entry.name == "kwb_nvrtc-k" and spec.root == tmp_path / "cache"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.extra_cuda_cflags = ()

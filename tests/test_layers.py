@@ -178,12 +178,54 @@ def test_kernels_common_holds_kernel_math_and_the_loaders_headers_live_in_the_co
 
 
 def test_one_compile_and_cache_path_owns_the_shared_steps():
-    """Both compilers (nvcc/ninja, NVRTC) retry, announce spills and write manifests through
-    compile_cache; neither builds a Manifest or loops over attempts of its own."""
+    """Both compilers (nvcc/ninja, NVRTC) sit behind compile_cache.compile_cached: neither takes
+    the entry's lock, loops over attempts, builds a Manifest or words the spill notice itself,
+    and neither reads an architecture or an argument of a front door (build_spec does)."""
     jit = ROOT / "workbench" / "jit"
     for backend in ("builder.py", "raw_kernel.py"):
         text = (jit / backend).read_text()
-        assert "compile_cache.until_inputs_hold(" in text and "compile_cache.write_manifest(" in text, backend
-        assert "Manifest(" not in text and "spills registers" not in text, backend
+        assert "compile_cache.compile_cached(" in text and "compile_cache.write_manifest(" in text, backend
+        for own in ("Manifest(", "spills registers", "build_lock(", "until_inputs_hold(", "for _ in range(", "parse_archs("):
+            assert own not in text, f"{backend} does {own!r} itself"
+        assert "def prepare(" in text and "def cached(" in text and "def compile(" in text, backend
     assert "def parse_archs(" in (jit / "toolchain.py").read_text()
-    assert "re.fullmatch" not in (jit / "raw_kernel.py").read_text().split("def _arch(")[1].split("\ndef ")[0]
+    shared = (jit / "compile_cache.py").read_text()
+    assert shared.count("build_lock(") >= 2 and "def compile_cached(" in shared
+
+
+def test_every_front_door_only_constructs_a_build_spec():
+    """load, load_inline, cuda_kernel and the CLI construct a BuildSpec and hand it on whole."""
+    jit = ROOT / "workbench" / "jit"
+    assert "build_spec(" in (jit / "loader.py").read_text()
+    assert (jit / "inline.py").read_text().count("load_source(build_spec(") == 2
+    assert "raw_kernel_spec(" in (jit / "raw_kernel.py").read_text()
+    assert "build_spec(" in (ROOT / "workbench" / "cli.py").read_text()
+    for name in ("builder.py", "raw_kernel.py", "loader.py"):
+        tree = ast.parse((jit / name).read_text())
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")):
+            if fn.name in {"load", "cuda_kernel", "flag_list", "compiler_flags", "torch_device", "refuse_unsupported"}:
+                continue  # the front doors themselves and their argument readers
+            args = [a.arg for a in fn.args.args]
+            assert not {"extra_cflags", "extra_cuda_cflags", "options", "arch", "include_dirs"} & set(args), \
+                f"{name}:{fn.name} takes a build setting loose instead of a BuildSpec"
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The jit modules a file imports when it runs (imports under `if TYPE_CHECKING:` aside)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", "") == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and id(node) not in typing_only and node.level == 1:
+            found |= {node.module} if node.module else {a.name for a in node.names}
+    return found
+
+
+def test_launching_lives_apart_from_compiling():
+    """Kernel, RawKernel, raw_op and the driver calls load and launch what was built; none of
+    them imports a compiler (nvcc/ninja, NVRTC) or the compile-and-cache path."""
+    jit = ROOT / "workbench" / "jit"
+    compiling = {"builder", "raw_kernel", "nvrtc", "ninja", "compile_cache", "pch", "light_headers", "build_spec"}
+    for launcher in ("kernel.py", "raw_launch.py", "raw_op.py", "cuda_driver.py"):
+        assert not _runtime_imports(jit / launcher) & compiling, launcher

@@ -14,6 +14,7 @@ from conftest import run_python
 import workbench as wb
 from cache_tools import api
 from workbench.jit import nvrtc, raw_kernel, raw_launch, signature
+from workbench.jit.build_spec import raw_kernel_spec
 
 pytestmark = pytest.mark.nvrtc
 
@@ -147,14 +148,15 @@ def test_bad_arguments_are_named(kwargs, error, message):
 @pytest.mark.parametrize("given, sm", [("9.0", "sm_90"), ("90", "sm_90"), ("sm_90a", "sm_90a"), ("SM_90", "sm_90"),
                                        ("9.0+PTX", "sm_90"), ("9.0+ptx", "sm_90"), ("compute_90", "sm_90"),
                                        ("100", "sm_100"), ("10.0a", "sm_100a"), (" 12.0f ", "sm_120f")])
-def test_arch_takes_the_forms_cuda_builds_take(given, sm):
-    assert raw_kernel._arch(given) == sm  # one reading for nvcc builds and NVRTC: toolchain.parse_archs
+def test_arch_takes_the_forms_cuda_builds_take(given, sm, tmp_path):
+    spec = raw_kernel_spec(RELU_SCALE, "relu_scale", arch=given, root=tmp_path)
+    assert raw_kernel._sm(spec.archs[0]) == sm  # one reading for nvcc builds and NVRTC: toolchain.parse_archs
 
 
 @pytest.mark.parametrize("given", ["1000", "sm90", "10.00", "8.0;9.0"])
-def test_arch_refuses_what_names_no_single_architecture(given):
+def test_arch_refuses_what_names_no_single_architecture(given, tmp_path):
     with pytest.raises(ValueError, match="arch must name a GPU architecture"):
-        raw_kernel._arch(given)
+        raw_kernel_spec(RELU_SCALE, "relu_scale", arch=given, root=tmp_path)
 
 
 def test_a_load_from_disk_clears_the_record_of_a_killed_compile(tmp_path, monkeypatch):

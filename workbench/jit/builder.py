@@ -1,9 +1,10 @@
 """From a kernel's sources to a finished, cached library.
 
-    find_cached(): the warm path. Hashes the sources, finds manifests with the same base by
-                   file name, checks their recorded headers; no compiler, no ninja.
-    build():       the cold path, under the entry's lock: ninja compiles what changed, the
-                   library is copied to its content-keyed name and the manifest written last.
+    build():        compile_cache.compile_cached with NvccCompiler: found, else built.
+    find_cached():  the warm path. Hashes the sources, finds manifests with the same base by
+                    file name, checks their recorded headers; no compiler, no ninja.
+    _build_locked(): the cold path, under the entry's lock: ninja compiles what changed, the
+                    library is copied to its content-keyed name and the manifest written last.
 
 The build key covers every source and every header the compiler reported including (from its
 depfiles), all flags, the target archs, and the torch, CUDA, compiler and kwb format versions.
@@ -16,6 +17,7 @@ import errno
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,10 @@ from .ninja import CompileStep, NinjaPlan, parse_depfile, run
 from .sources import KernelSource, core_include_dir
 
 INPUTS_RECORD = ".kwb-inputs.json"  # per build folder: content hashes each object was built from
+# Held while a load reads the toolchain and the cache, not while it compiles: threads loading
+# different kernels compile side by side (parallel.py), and two threads building one kernel
+# meet at its entry's flock, like two processes.
+_read_lock = threading.RLock()
 
 
 @dataclass
@@ -382,29 +388,45 @@ def _cache_write_failure(e: OSError, entry: Path) -> bool:
     return inside and e.errno in (errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR, errno.EISDIR)
 
 
-def build(spec: BuildSpec, config: BuildConfig, verbose: bool = False, force: bool = False,
-          jobs: int | None = None) -> Build:
-    """Build under the entry's lock (or find that another process or thread just did); jobs:
-    ninja's -j, None for ninja's default."""
-    source, entry = spec.source, spec.entry
-    with compile_cache.build_lock(entry / layout.LOCK_NAME, spec.what):
-        if not force:
-            done = find_cached(spec, config)
-            if done is not None:
-                return done
-        else:  # a forced build recompiles every object, not only what ninja finds out of date
+def build(spec: BuildSpec, verbose: bool = False, force: bool = False, jobs: int | None = None) -> Build:
+    """The build of spec: cached, else built (compile_cache.compile_cached) under the entry's
+    lock. force: compile every object again; jobs: ninja's -j, None for ninja's default."""
+    return compile_cache.compile_cached(spec, NvccCompiler(verbose, jobs), force)
+
+
+@dataclass
+class _Job:
+    config: BuildConfig
+
+
+class NvccCompiler:
+    """nvcc/ninja behind compile_cache.compile_cached. The key is whole only after a compile
+    (the headers come from the compiler's depfiles), so the cache is looked up by the base
+    (sources, flags, toolchain) and each manifest's recorded headers (find_cached); a loaded
+    library is remembered by kernel.load_library."""
+
+    def __init__(self, verbose: bool = False, jobs: int | None = None):
+        self.verbose, self.jobs = verbose, jobs
+
+    def prepare(self, spec: BuildSpec) -> _Job:
+        with _read_lock:
+            return _Job(make_config(spec))
+
+    def cached(self, spec: BuildSpec, job: _Job) -> Build | None:
+        with _read_lock:
+            return find_cached(spec, job.config)
+
+    def compile(self, spec: BuildSpec, job: _Job, force: bool) -> Build | None:
+        entry, config = spec.entry, job.config
+        if force:  # a forced build recompiles every object, not only what ninja finds out of date
             for obj in layout.build_dir(entry, config.device).glob("*.o"):
                 obj.unlink()
-
-        def attempt() -> Build | None:
-            try:
-                return _build_locked(source, config, entry, verbose, jobs)
-            except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone
-                if isinstance(e, CacheError) or not _cache_write_failure(e, entry):
-                    raise
-                raise cache_error(e, e.filename or layout.build_dir(entry, config.device), "a file of this build") from None
-
-        return compile_cache.until_inputs_hold(attempt, source.name, config.device)
+        try:
+            return _build_locked(spec.source, config, entry, self.verbose, self.jobs)
+        except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone
+            if isinstance(e, CacheError) or not _cache_write_failure(e, entry):
+                raise
+            raise cache_error(e, e.filename or layout.build_dir(entry, config.device), "a file of this build") from None
 
 
 def _build_locked(source: KernelSource, config: BuildConfig, entry: Path, verbose: bool, jobs: int | None) -> Build | None:

@@ -1,6 +1,13 @@
-"""The steps of compile-and-cache that do not depend on the compiler: nvcc/ninja (extensions,
-builder.py) and NVRTC (raw kernels, raw_kernel.py) both go key -> memory -> disk -> compile ->
-manifest, and both use these for the parts they share:
+"""One compile-and-cache path, two compilers behind it: nvcc/ninja (extensions: builder.NVCC)
+and NVRTC (raw kernels: raw_kernel.NVRTC). compile_cached(spec, compiler) is the path:
+
+    prepare   the sources read and hashed again, the key as far as it is known before compiling
+    cached    memory, then disk (a manifest whose key matches and whose library is whole)
+    the lock  one compiler per cache entry: under it, cached again (another process may have
+              just built it), else compile: library first, manifest written last
+    retry     compile returns None when an input changed under the compiler: prepare again
+
+and these are the steps both compilers share:
 
     cache_root()                              where builds go: the extensions cache root, made if missing
     until_inputs_hold(attempt, name, what)   compile again while a file changes under the compiler
@@ -13,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from cache_tools.resource_rows import short_name
 from kwb_store import layout
@@ -25,7 +32,11 @@ from kwb_store.resources import FunctionResources
 from . import notices, toolchain
 from .errors import BuildError, cache_error
 
+if TYPE_CHECKING:
+    from .build_spec import BuildSpec
+
 T = TypeVar("T")
+J = TypeVar("J")
 
 # A file saved while the compiler read it makes the result not what the key says: compile
 # again, at most this often (benchmarks/chaos.py's edit storm settles within 2).
@@ -74,3 +85,33 @@ def build_lock(path: Path, what: str, timeout: float | None = None) -> BuildLock
     """`with build_lock(entry / layout.LOCK_NAME, "relu_scale (cuda)"):` -- one builder at a time;
     its waits told through notices, a lock file that cannot be made a one-sentence CacheError."""
     return BuildLock(path, what, timeout, say=notices.say, refused=cache_error)
+
+
+class Compiler(Protocol, Generic[J, T]):
+    """What compile_cached needs of a compiler. J: one attempt's job (the sources as read, the
+    key's parts); T: what a build gives (builder.Build, raw_launch.RawKernel)."""
+
+    def prepare(self, spec: BuildSpec) -> J:
+        """Read and hash the inputs; run again for each attempt."""
+
+    def cached(self, spec: BuildSpec, job: J) -> T | None:
+        """The build in memory or on disk, else None."""
+
+    def compile(self, spec: BuildSpec, job: J, force: bool) -> T | None:
+        """Compile under the entry's lock; write the library, then its manifest (write_manifest).
+        None: an input changed while the compiler read it."""
+
+
+def compile_cached(spec: BuildSpec, compiler: Compiler[J, T], force: bool = False) -> T:
+    """The build of spec: from memory or disk where its key is there (unless force), else
+    compiled under the entry's lock, where another process may have built it meanwhile."""
+    def attempt() -> T | None:
+        job = compiler.prepare(spec)
+        found = None if force else compiler.cached(spec, job)
+        if found is not None:
+            return found
+        with build_lock(spec.entry / layout.LOCK_NAME, spec.what):
+            found = None if force else compiler.cached(spec, job)
+            return found if found is not None else compiler.compile(spec, job, force)
+
+    return until_inputs_hold(attempt, spec.name, spec.target)

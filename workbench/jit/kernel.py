@@ -17,15 +17,18 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import torch
 
 from kwb_store.fsutil import sha256_file
 
 from . import notices
-from .builder import Build
 from .errors import LoadError
 from .sources import KWB, PYBIND, TORCH_LIBRARY, KernelSource, defines_python_module
+
+if TYPE_CHECKING:  # launching does not import the compiler: a Build is what the builder hands over
+    from .builder import Build
 
 _loaded: dict[str, Kernel] = {}  # namespace -> Kernel, for this process
 _handles: list[ctypes.CDLL] = []  # loaded libraries stay loaded (their ops are registered)

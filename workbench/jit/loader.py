@@ -17,35 +17,27 @@ from .sources import from_files, resolve
 if TYPE_CHECKING:
     from .kernel import Kernel
 
-# Held while a load reads the toolchain and the cache and while it imports a library, not while
-# it compiles: threads loading different kernels compile side by side (build/parallel.py), and
-# two threads building one kernel meet at its entry's flock, like two processes.
-_process_lock = threading.RLock()
+# Held while a library is imported (registration into torch's dispatcher is process-wide).
+_import_lock = threading.RLock()
 
 
 def load_source(spec: BuildSpec, verbose: bool = False, force: bool = False, jobs: int | None = None) -> Kernel:
-    """The kernel of a build: cached, else built. jobs: compiler processes this build may run at
-    once (ninja -j); None: ninja's default."""
-    with _process_lock:
-        config = builder.make_config(spec)
-        build = None if force else builder.find_cached(spec, config)
-        if build is not None and verbose:
-            notices.say(f"kwb: {spec.what} is cached: {build.library}")
+    """The kernel of a build: cached, else built (builder.build). jobs: compiler processes this
+    build may run at once (ninja -j); None: ninja's default."""
     for attempt in range(2):
-        if build is None:
-            build = builder.build(spec, config, verbose=verbose, force=force and attempt == 0, jobs=jobs)
+        build = builder.build(spec, verbose=verbose, force=force and attempt == 0, jobs=jobs)
+        if not build.compiled and verbose:
+            notices.say(f"kwb: {spec.what} is cached: {build.library}")
         # imports torch: once the compile is done (jit/torch_facts.py)
         from .kernel import load_library
 
-        with _process_lock:
+        with _import_lock:
             try:
                 kernel = load_library(spec.source, build)
             except LoadError:
                 if build.library.exists() or attempt:
                     raise
-                # `kwb cache clean` removed the build between finding and loading it: build again
-                build = None
-                continue
+                continue  # `kwb cache clean` removed the build between finding and loading it: build again
             layout.mark_loaded(build.manifest_path)
             return kernel
     raise AssertionError("unreachable")

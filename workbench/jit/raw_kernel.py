@@ -29,14 +29,14 @@ from kwb_store.manifest import FORMAT, Manifest, library_problem
 from kwb_store.resources import functions_of
 from kwb_store.tool_versions import file_ident
 
-from . import compile_cache, notices, nvrtc, signature, toolchain
+from . import compile_cache, notices, nvrtc, signature
 from . import cubin as cubins
-from .errors import BuildError, ToolchainError
+from .build_spec import RAW_BINDING, BuildSpec, RawSource, raw_kernel_spec
+from .errors import BuildError
 from .raw_launch import RawKernel
 from .signature import Param
-from .sources import kwb_include_dirs
 
-KIND = "nvrtc"
+KIND = RAW_BINDING
 SUFFIX = ".cubin"
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 _memory: dict[str, RawKernel] = {}
@@ -62,108 +62,41 @@ def _includes(path: Path, text: str, dirs: list[Path], found: dict[str, str]) ->
 
 
 @dataclass
-class _Request:
-    name: str
+class _Job:
+    """One attempt at a raw kernel: its text as read now and the key's parts."""
     text: str
-    program: Path          # the file NVRTC's diagnostics name (the user's .cu, or a copy of the text)
-    label: str             # what error messages call the source
-    first_line: int
-    include_dirs: list[Path]
-    options: list[str]
-    arch: str
-    pre_includes: list[Path] = field(default_factory=list)  # -include FILE: in the key like any header
-    kept: bool = False     # program is kwb's copy of text (written before compiling)
+    program: Path          # the file NVRTC's diagnostics name (the user's .cu, or kwb's copy of the text)
+    kept: bool             # program is kwb's copy of text (written before compiling)
+    arch: str              # "sm_90"
+    config: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+    headers: dict = field(default_factory=dict)
+    base: str = ""
+    key: str = ""
+    stem: str = ""
 
 
-def _arch(arch: str | None) -> str:
-    """'sm_90': arch as given ('9.0', '90', 'sm_90a', '9.0+PTX'), else as CUDA builds choose
-    (toolchain.cuda_archs: KWB_CUDA_ARCH, the visible GPU's, TORCH_CUDA_ARCH_LIST's first, sm_90)."""
-    given = arch if arch is not None else toolchain.cuda_archs()[0]
-    try:
-        [one] = toolchain.parse_archs(str(given))
-    except (ToolchainError, ValueError):
-        raise ValueError(f"arch must name a GPU architecture such as '9.0', '90' or 'sm_90a', got {given!r}") from None
-    return "sm_" + one.removesuffix("+PTX").replace(".", "")
-
-
-def _request(source, name: str, options, include_dirs, arch, label, first_line) -> _Request:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name):
-        raise ValueError(f"name must be the kernel's C identifier (its extern \"C\" __global__ function), got {name!r}")
-    if isinstance(options, str):
-        options = options.split()
-    options = list(options or [])
-    if not all(isinstance(o, str) for o in options):
-        raise TypeError(f"options must be NVRTC options as strings, got {options!r}")
-    bad = [o for o in options if o.startswith(("-arch", "--gpu-architecture"))]
-    if bad:
-        raise ValueError(f"options: give the architecture as arch= (or KWB_CUDA_ARCH), not {bad[0]!r}")
-    options, from_options, pre_includes = _include_options(options)
-    dirs = [Path(d).expanduser().resolve() for d in ([include_dirs] if isinstance(include_dirs, (str, Path))
-                                                      else list(include_dirs or []))] + from_options
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))):
-        path = Path(source).expanduser().resolve()
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise FileNotFoundError(f"source: cannot read {path}: {e.strerror}") from None
-        return _Request(name, text, path, label or str(path), first_line, [path.parent, *dirs, *kwb_include_dirs()], options,
-                        _arch(arch), pre_includes)
-    if not isinstance(source, str):
-        raise TypeError(f"source must be CUDA C++ text or the path of a .cu file, got {type(source).__name__}")
-    # text: "..." includes resolve against the working folder (a notebook's), as for a file beside it
-    return _Request(name, source, Path(), label or f"<{name} source>", first_line, [Path.cwd(), *dirs, *kwb_include_dirs()],
-                    options, _arch(arch), pre_includes)
-
-
-def _include_options(options: list[str]) -> tuple[list[str], list[Path], list[Path]]:
-    """(the other options, -I / --include-path folders, -include / --pre-include files): the
-    folders join include_dirs and the files are hashed, so headers they reach are in the key."""
-    rest, dirs, files = [], [], []
-    words = iter(options)
-    for word in words:
-        for flag, into in (("--include-path", dirs), ("-I", dirs), ("--pre-include", files), ("-include", files)):
-            if word == flag:
-                value = next(words, None)
-                if value is None:
-                    raise ValueError(f"options: {flag} needs a value")
-            elif word.startswith(flag + "=") or (flag == "-I" and word.startswith("-I") and len(word) > 2):
-                value = word[len(flag) + 1:] if word.startswith(flag + "=") else word[2:]
-            else:
-                continue
-            into.append(Path(value).expanduser().resolve())
-            break
-        else:
-            rest.append(word)
-    return rest, dirs, files
-
-
-def _key_parts(req: _Request) -> tuple[dict, dict, dict]:
-    """(config, sources, headers) as kwb_store's build_base/build_key take them. Text is
-    recorded as the file kwb keeps it in (_keep_text: entry/src/<name>-<hash>.cu), so `kwb
-    cache verify` recomputes the same key and `kwb cache list` finds the source."""
+def _key_parts(raw: RawSource, job: _Job, options: tuple[str, ...]) -> None:
+    """job's (config, sources, headers) as kwb_store's build_base/build_key take them. Text is
+    recorded as the file kwb keeps it in (entry/src/<name>-<hash>.cu), so `kwb cache verify`
+    recomputes the same key and `kwb cache list` finds the source."""
     headers: dict[str, str] = {}
-    for path in req.pre_includes:
+    for path in raw.pre_includes:
         try:
             data = path.read_bytes()
         except OSError as e:
             raise FileNotFoundError(f"options: cannot read the pre-included {path}: {e.strerror}") from None
         headers[str(path)] = hashlib.sha256(data).hexdigest()
-        _includes(path, data.decode(errors="replace"), req.include_dirs, headers)
-    _includes(req.program if req.program != Path() else Path.cwd() / "<text>", req.text, req.include_dirs, headers)
+        _includes(path, data.decode(errors="replace"), list(raw.include_dirs), headers)
+    _includes(job.program, job.text, list(raw.include_dirs), headers)
     # NVRTC's version says major.minor only: its library's identity (path, size, mtime) tells a
     # 13.2.x wheel from a 13.2.y, and the CUDA headers it compiles against are named by folder
-    config = {"kind": KIND, "kernel": req.name, "archs": [req.arch], "cuda_cflags": req.options,
-              "include_dirs": [str(d) for d in req.include_dirs], "pre_includes": [str(p) for p in req.pre_includes],
-              "versions": {"nvrtc": nvrtc.version(), "nvrtc_library": file_ident(nvrtc.library_path()),
-                           "cuda_include": list(nvrtc.cuda_include_dirs()), "kwb_format": FORMAT}}
-    return config, {str(req.program): hashlib.sha256(req.text.encode()).hexdigest()}, headers
-
-
-def _keep_text(req: _Request, entry: Path) -> None:
-    """Text gets a file of kwb's, named by its hash, for NVRTC's diagnostics and the manifest."""
-    if req.program == Path():
-        req.program = entry / "src" / f"{req.name}-{hashlib.sha256(req.text.encode()).hexdigest()[:16]}.cu"
-        req.kept = True
+    job.config = {"kind": KIND, "kernel": raw.name, "archs": [job.arch], "cuda_cflags": list(options),
+                  "include_dirs": [str(d) for d in raw.include_dirs], "pre_includes": [str(p) for p in raw.pre_includes],
+                  "versions": {"nvrtc": nvrtc.version(), "nvrtc_library": file_ident(nvrtc.library_path()),
+                               "cuda_include": list(nvrtc.cuda_include_dirs()), "kwb_format": FORMAT}}
+    job.sources = {str(job.program): hashlib.sha256(job.text.encode()).hexdigest()}
+    job.headers = headers
 
 
 # --- compile or find ---------------------------------------------------------------------------------
@@ -180,29 +113,58 @@ def cuda_kernel(source, name: str, *, options=(), include_dirs=(), arch=None, ve
     Returns a RawKernel: k(grid, block, args, shared_mem=0, stream=None).
     Raises BuildError (each error at its line, with a caret) when NVRTC rejects the source.
     """
-    def attempt() -> RawKernel | None:  # None: a header saved while NVRTC read it, the key is taken again
-        req = _request(source, name, options, include_dirs, arch, label, first_line)
-        entry = layout.entry_dir(root or compile_cache.cache_root(), f"{KIND}-{name}")
-        _keep_text(req, entry)
-        config, sources, headers = _key_parts(req)
-        base = layout.build_base(config, sources)
-        key = layout.build_key(base, headers)
+    spec = raw_kernel_spec(source, name, options, include_dirs, arch, label, first_line, root)
+    return compile_cache.compile_cached(spec, NvrtcCompiler(verbose))
+
+
+class NvrtcCompiler:
+    """NVRTC behind compile_cache.compile_cached: the key is whole before compiling (the source
+    and every header its #include lines reach), so memory and disk are looked up by it."""
+
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+
+    def prepare(self, spec: BuildSpec) -> _Job:
+        raw = spec.source
+        assert isinstance(raw, RawSource)
+        if raw.path is not None:
+            try:
+                text = raw.path.read_text()
+            except OSError as e:
+                raise FileNotFoundError(f"source: cannot read {raw.path}: {e.strerror}") from None
+            job = _Job(text, raw.path, kept=False, arch=_sm(spec.archs[0]))
+        else:  # text gets a file of kwb's, named by its hash, for NVRTC's diagnostics and the manifest
+            text = raw.text or ""
+            program = spec.entry / "src" / f"{raw.name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.cu"
+            job = _Job(text, program, kept=True, arch=_sm(spec.archs[0]))
+        _key_parts(raw, job, spec.extra_cuda_cflags)
+        job.base = layout.build_base(job.config, job.sources)
+        job.key = layout.build_key(job.base, job.headers)
+        job.stem = layout.stem(raw.name, "cuda", job.base, job.key)
+        return job
+
+    def cached(self, spec: BuildSpec, job: _Job) -> RawKernel | None:
         with _lock:
-            hit = _memory.get(key)
+            hit = _memory.get(job.key)
         if hit is not None:
             return _again(hit)
-        stem = layout.stem(name, "cuda", base, key)
-        kernel = _from_disk(req, entry, stem, key)
-        if kernel is None:
-            with compile_cache.build_lock(entry / layout.LOCK_NAME, f"{name} (cuda, NVRTC)"):  # one compiler; the others read its cubin
-                kernel = _from_disk(req, entry, stem, key) or _compile(req, entry, stem, config, sources, headers, base,
-                                                                       key, verbose)
+        kernel = _from_disk(spec, job)
         if kernel is not None:
             with _lock:
-                _memory[key] = kernel
+                _memory[job.key] = kernel
         return kernel
 
-    return compile_cache.until_inputs_hold(attempt, name, "cuda, NVRTC")
+    def compile(self, spec: BuildSpec, job: _Job, force: bool) -> RawKernel | None:
+        kernel = _compile(spec, job, self.verbose)
+        if kernel is not None:
+            with _lock:
+                _memory[job.key] = kernel
+        return kernel
+
+
+def _sm(arch: str) -> str:
+    """'9.0a' -> 'sm_90a', as NVRTC's -arch and the key say it."""
+    return "sm_" + arch.replace(".", "")
 
 
 def _again(kernel: RawKernel) -> RawKernel:
@@ -212,88 +174,91 @@ def _again(kernel: RawKernel) -> RawKernel:
     return kernel
 
 
-def _from_disk(req: _Request, entry: Path, stem: str, key: str) -> RawKernel | None:
-    manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
+def _from_disk(spec: BuildSpec, job: _Job) -> RawKernel | None:
+    entry = spec.entry
+    manifest_path = entry / f"{job.stem}{layout.MANIFEST_SUFFIX}"
     manifest = Manifest.read(manifest_path)
-    if manifest is None or manifest.key != key:
+    if manifest is None or manifest.key != job.key:
         return None
     cubin_path = entry / manifest.library
     problem = library_problem(cubin_path, manifest)
     if problem:
-        notices.once(f"damaged:{cubin_path}", f"kwb: {req.name} (NVRTC): {problem}; compiling it again")
+        notices.once(f"damaged:{cubin_path}", f"kwb: {spec.name} (NVRTC): {problem}; compiling it again")
         return None
     image = cubin_path.read_bytes()
     clear_dead_owner(entry / layout.LOCK_NAME)  # a compile killed earlier: its record goes once a good cubin loads
     layout.mark_loaded(manifest_path)
-    return _kernel(req, manifest.key, image, manifest_path, cubin_path, functions_of(manifest.resources), compiled=False,
+    return _kernel(spec, job, image, manifest_path, cubin_path, functions_of(manifest.resources), compiled=False,
                    seconds=0.0)
 
 
-def _kernel(req: _Request, key: str, image: bytes, manifest_path: Path, cubin_path: Path, functions, compiled: bool,
+def _kernel(spec: BuildSpec, job: _Job, image: bytes, manifest_path: Path, cubin_path: Path, functions, compiled: bool,
             seconds: float) -> RawKernel:
+    name = spec.name
     try:
-        slots = cubins.param_slots(image, req.name) or []
+        slots = cubins.param_slots(image, name) or []
     except (cubins.CubinError, ValueError) as e:  # a cubin layout kwb cannot read: the text's word only
-        notices.once(f"cubin:{key}", f"kwb: {req.name}: cannot read its parameters from the cubin ({e}); checking "
-                                     "launches against the source's declarations only")
+        notices.once(f"cubin:{job.key}", f"kwb: {name}: cannot read its parameters from the cubin ({e}); checking "
+                                         "launches against the source's declarations only")
         slots = []
-    return RawKernel(req.name, key, image, req.arch, _declared(req, slots), slots, functions, manifest_path, cubin_path,
-                     compiled, seconds)
+    return RawKernel(name, job.key, image, job.arch, _declared(name, job.text, slots), slots, functions, manifest_path,
+                     cubin_path, compiled, seconds)
 
 
-def _declared(req: _Request, slots) -> list[Param] | None:
+def _declared(name: str, text: str, slots) -> list[Param] | None:
     """The parameters as the text declares them, where they agree with the cubin's (a macro or
     a type the reading gets wrong must not refuse right arguments); None otherwise."""
-    params = signature.find(req.text, req.name)
+    params = signature.find(text, name)
     if params is None or not slots:
         return params
     if len(params) != len(slots) or any((p.pointer and s.size != 8) or (p.size is not None and p.size != s.size)
                                         for p, s in zip(params, slots)):
-        notices.once(f"params:{req.name}:{[s.size for s in slots]}",
-                     f"kwb: {req.name}: its parameters as read from the source ({', '.join(p.describe() for p in params)}) "
+        notices.once(f"params:{name}:{[s.size for s in slots]}",
+                     f"kwb: {name}: its parameters as read from the source ({', '.join(p.describe() for p in params)}) "
                      f"do not match the compiled kernel's ({', '.join(f'{s.size} bytes' for s in slots)}); checking "
                      "launches by size only")
         return None
     return params
 
 
-def _compile(req: _Request, entry: Path, stem: str, config: dict, sources: dict, headers: dict, base: str, key: str,
-             verbose: bool) -> RawKernel | None:
-    program = req.program
-    if req.kept and not program.exists():  # NVRTC's diagnostics name this file: errors show its lines
-        atomic_write_text(program, req.text)
-    options = [f"-arch={req.arch}", *nvrtc.RESOURCE_OPTIONS, *[f"-I{d}" for d in req.include_dirs],
-               *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *[f"--pre-include={p}" for p in req.pre_includes],
-               *req.options]
+def _compile(spec: BuildSpec, job: _Job, verbose: bool) -> RawKernel | None:
+    raw, entry = spec.source, spec.entry
+    assert isinstance(raw, RawSource)
+    program = job.program
+    if job.kept and not program.exists():  # NVRTC's diagnostics name this file: errors show its lines
+        atomic_write_text(program, job.text)
+    options = [f"-arch={job.arch}", *nvrtc.RESOURCE_OPTIONS, *[f"-I{d}" for d in raw.include_dirs],
+               *[f"-I{d}" for d in nvrtc.cuda_include_dirs()], *[f"--pre-include={p}" for p in raw.pre_includes],
+               *spec.extra_cuda_cflags]
     if verbose:
-        notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {req.name}: {' '.join(options)}")
+        notices.say(f"kwb: NVRTC {nvrtc.version()} compiling {raw.name}: {' '.join(options)}")
     from . import diagnostics  # only a compile reads NVRTC's log
     from .ptxas import parse_ptxas
 
-    done = nvrtc.compile(req.text, str(program), options)
-    log_path = layout.build_dir(entry, KIND) / f"{stem}.log"
+    done = nvrtc.compile(job.text, str(program), options)
+    log_path = layout.build_dir(entry, KIND) / f"{job.stem}.log"
     atomic_write_text(log_path, done.log)
-    display = {str(program): (req.label, req.first_line)}
+    display = {str(program): (raw.label, raw.first_line)}
     if not done.ok:
         found = [d for d in diagnostics.parse(done.log) if d.severity != "warning"]
-        raise BuildError(req.name, "cuda, NVRTC", found, str(log_path), tail="" if found else done.log,
+        raise BuildError(raw.name, spec.target, found, str(log_path), tail="" if found else done.log,
                          display_paths=display)
-    if not unchanged(headers):
+    if not unchanged(job.headers):
         return None  # a header changed while NVRTC read it: what the cubin holds is not what the key says
     names = cubins.kernel_names(done.cubin)
-    if req.name not in names:
-        raise BuildError(req.name, "cuda, NVRTC", [], str(log_path), display_paths=display,
-                         tail=f"the source has no extern \"C\" __global__ function named {req.name}; the cubin holds: "
+    if raw.name not in names:
+        raise BuildError(raw.name, spec.target, [], str(log_path), display_paths=display,
+                         tail=f"the source has no extern \"C\" __global__ function named {raw.name}; the cubin holds: "
                               f"{', '.join(names) or 'none'} (a function without extern \"C\" has a mangled name)")
     functions = parse_ptxas(done.log, str(program))
-    compile_cache.announce_spills(req.name, functions)
-    cubin_path = entry / f"{stem}{SUFFIX}"
+    compile_cache.announce_spills(raw.name, functions)
+    cubin_path = entry / f"{job.stem}{SUFFIX}"
     atomic_write_bytes(cubin_path, done.cubin)
-    manifest_path = entry / f"{stem}{layout.MANIFEST_SUFFIX}"
+    manifest_path = entry / f"{job.stem}{layout.MANIFEST_SUFFIX}"
     compile_cache.write_manifest(
-        manifest_path, cubin_path, functions, name=req.name, kind=KIND, ident=entry.name[len(layout.ENTRY_PREFIX):],
-        device="cuda", folder=str(program.parent), base=base, key=key, sources=sources, headers=headers, config=config,
-        compilers={"cxx": None, "nvcc": None, "nvrtc": nvrtc.library_path()}, build_seconds=round(done.seconds, 4),
-        build_log=str(log_path), warnings=sum(d.severity == "warning" for d in diagnostics.parse(done.log)), binding=KIND)
-    return _kernel(req, key, done.cubin, manifest_path, cubin_path, functions, compiled=True, seconds=done.seconds)
-
+        manifest_path, cubin_path, functions, name=raw.name, kind=KIND, ident=entry.name[len(layout.ENTRY_PREFIX):],
+        device="cuda", folder=str(program.parent), base=job.base, key=job.key, sources=job.sources, headers=job.headers,
+        config=job.config, compilers={"cxx": None, "nvcc": None, "nvrtc": nvrtc.library_path()},
+        build_seconds=round(done.seconds, 4), build_log=str(log_path),
+        warnings=sum(d.severity == "warning" for d in diagnostics.parse(done.log)), binding=KIND)
+    return _kernel(spec, job, done.cubin, manifest_path, cubin_path, functions, compiled=True, seconds=done.seconds)
