@@ -100,7 +100,8 @@ fi
 if wants full; then
   t=$(now)
   rm -rf /tmp/kwb-report-full
-  python -m workbench.cli run --full --out /tmp/kwb-report-full 2>&1 | tee "$out/kwb_run_full.log"
+  # shellcheck disable=SC2086  # KWB_FULL_NAMES: some kernels by name ("relu_scale softmax"); all by default
+  python -m workbench.cli run ${KWB_FULL_NAMES:-} --full --out /tmp/kwb-report-full 2>&1 | tee "$out/kwb_run_full.log"
   fact kwb_run_full_rc "${PIPESTATUS[0]}"
   fact kwb_run_full_s "$(since "$t")"
   mkdir -p "$run_dir/full"

@@ -71,6 +71,26 @@ def test_backward_gradcheck_and_opcheck_on_cuda(kernels, dtype):
     torch.library.opcheck(va.op("vector_add").default, (x, torch.randn_like(x, requires_grad=True)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n, offset", [(1, 0), (9, 0), (4097, 0), (1000, 1), (1 << 20, 3)])
+def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n, offset):
+    """The bit-per-element training path, aligned and not, at tails of every length mod 8:
+    outputs and gradients as eager's, the mask's bits as x > 0."""
+    rs = kernels["relu_scale"]
+    x = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
+    x[::5] = 0.0
+    g = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
+    leaf = x.detach().requires_grad_()  # the view itself: 2 to 6 bytes past a 16-byte boundary where offset > 0
+    y = rs.relu_scale(leaf, 1.5)
+    y.backward(g)
+    torch.testing.assert_close(y.detach(), (torch.relu(x.float()) * 1.5).to(dtype))
+    torch.testing.assert_close(leaf.grad, torch.where(x > 0, g.float() * 1.5, 0.0).to(dtype))
+    _, mask = rs.relu_scale_train(x, 1.5)
+    bits = ((mask.repeat_interleave(8) >> torch.arange(8, device="cuda", dtype=torch.uint8).repeat(mask.numel())) & 1)[:n]
+    assert torch.equal(bits.bool(), x > 0)
+    torch.library.opcheck(rs.op("relu_scale_masked_backward").default, (g, mask, 1.5))
+
+
 def test_torch_compile_on_cuda(kernels):
     rs, va = kernels["relu_scale"], kernels["vector_add"]
     f = torch.compile(lambda a, b: rs.relu_scale(va.vector_add(a, b), 2.0) + 1, fullgraph=True)

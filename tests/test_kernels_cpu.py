@@ -52,6 +52,47 @@ def test_non_contiguous_input_is_handled(kernel):
         torch.testing.assert_close(k.vector_add(x, y), x + y)
 
 
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1023, 65536 + 13])
+def test_the_training_forward_saves_a_bit_per_element_and_its_backward_matches(n):
+    """With x requiring grad, relu_scale saves one bit per element (x > 0) for its backward
+    instead of x: outputs and gradients match eager's relu(x) * alpha at every length's tail."""
+    k = KERNELS["relu_scale"]
+    x = torch.randn(n, dtype=torch.float64)
+    x[::5] = 0.0
+    x[1::7] = float("nan")
+    g = torch.randn(n, dtype=torch.float64)
+    leaf = x.clone().requires_grad_()
+    y = k.relu_scale(leaf, 1.5)
+    y.backward(g)
+    ref_leaf = x.clone().requires_grad_()
+    (torch.relu(ref_leaf) * 1.5).backward(g)
+    torch.testing.assert_close(y.detach(), torch.relu(x) * 1.5, equal_nan=True)
+    torch.testing.assert_close(leaf.grad, torch.where(x > 0, g * 1.5, 0.0))
+    assert torch.equal(leaf.grad[x > 0], ref_leaf.grad[x > 0])
+    _, mask = k.relu_scale_train(x, 1.5)
+    assert mask.dtype == torch.uint8 and mask.shape == ((n + 7) // 8,)
+    bits = ((mask.repeat_interleave(8) >> torch.arange(8, dtype=torch.uint8).repeat(mask.numel())) & 1)[:n]
+    assert torch.equal(bits.bool(), x > 0)
+
+
+def test_the_masked_backward_refuses_a_mask_of_another_length():
+    k = KERNELS["relu_scale"]
+    _, mask = k.relu_scale_train(torch.randn(17), 2.0)
+    with pytest.raises(RuntimeError, match=r"relu_scale_masked_backward: mask must be relu_scale_train's second "
+                                           r"output for grad's 9 elements: uint8, 1-D, 2 bytes; got Byte of shape \[3\]"):
+        k.relu_scale_masked_backward(torch.randn(9), mask, 2.0)
+    with pytest.raises(RuntimeError, match="mask must be"):
+        k.relu_scale_masked_backward(torch.randn(17), mask.float(), 2.0)
+
+
+def test_the_training_ops_pass_opcheck():
+    k = KERNELS["relu_scale"]
+    x = torch.randn(37, dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(k.op("relu_scale_train").default, (x, 1.5))
+    _, mask = k.relu_scale_train(x.detach(), 1.5)
+    torch.library.opcheck(k.op("relu_scale_masked_backward").default, (torch.randn(37, dtype=torch.float64), mask, 1.5))
+
+
 def test_gradcheck_fp64():
     k = KERNELS["relu_scale"]
     x = torch.randn(53, dtype=torch.float64)
@@ -71,6 +112,9 @@ def test_torch_compile_fullgraph():
     a, b = torch.randn(199), torch.randn(199)
     compiled = torch.compile(f, fullgraph=True)
     torch.testing.assert_close(compiled(a, b), (a + b).clamp_min(0))
+    a.requires_grad_()  # the training forward, with its mask, under the compiler too
+    compiled(a, b).sum().backward()
+    torch.testing.assert_close(a.grad, ((a + b) > 0).float())
 
 
 @pytest.mark.parametrize(

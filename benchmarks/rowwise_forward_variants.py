@@ -1,0 +1,587 @@
+"""Variants of the row-wise forward kernels (softmax, LayerNorm, RMSNorm) side by side (llm.c's
+dev/cuda style): each is checked against PyTorch, then timed beside eager PyTorch and
+torch.compile with the harness, at the shapes where the shipped forwards lose to torch.compile
+(`kwb run --full` at 7892f55, H100): 4096 x 1024 (16 MB of fp32 each way, a 11-18 us kernel)
+and 16384 x 4096 (fp32 at 96% of the copy ceiling, compile at 98.7%).
+
+    python benchmarks/rowwise_forward_variants.py [--out DIR] [--shapes 4096x1024,16384x4096]
+        [--dtypes float32,bfloat16] [--ops softmax,layernorm,rmsnorm] [--variants 0,1,2,3,4]
+    ncu --clock-control none -k regex:'forward_regs|rwv_fwd|triton_' \
+        python benchmarks/rowwise_forward_variants.py --once     # each variant, and torch.compile's
+                                                                 # kernel, launched once a case
+
+What the shipped forwards do (kwb_rowwise.cuh's register path, kForwardVecs = kNormForwardVecs =
+4): a row in the registers of tpr threads, 4 16-byte vectors a thread, one read of x and one
+write of y, __launch_bounds__(512, 2) (64 registers: 8 blocks of 128 threads or 4 of 256 an SM).
+  fp32 4096 x 1024: tpr 64 (2 warps a row, so each reduction crosses warps: a __syncthreads()
+      each, 2 a row in softmax and LayerNorm), 2 rows a 128-thread block, 2048 blocks on 1056
+      slots: 1.94 waves.
+  bf16 4096 x 1024: tpr 32 (a warp a row, no barrier), 4 rows a block, 1024 blocks: 0.97 wave.
+  fp32 16384 x 4096: tpr 256, 1 row a block, 4 blocks an SM; bf16: tpr 128, 8 blocks an SM.
+Found in the shipped build's PTX/SASS (nvcc 13.0, sm_90): of a thread's 4 output vectors, only
+the first 2 are 16-byte stores; vectors 2 and 3 become 4 32-bit stores each (store_vec's
+aggregate copy; even a float4 store is split this way), in all three forwards and both dtypes.
+LayerNorm/RMSNorm load the weight (and bias) after both reductions, one vector at a time,
+each behind the previous vector's store (NormParams' pointers may alias): 4 dependent L1/L2
+round trips at the end of every row. bf16 LayerNorm spills 16 bytes at the 64-register cap.
+torch.compile (Inductor's persistent reduction, upstream heuristics after pytorch#168335):
+rows of 256-1024 elements run XBLOCK=1 with num_warps=1 (a warp a row, 32 elements a thread,
+no shared memory, 4096 CTAs of 32 threads); rows of 4096 run XBLOCK=1 with 8 warps, 16 elements
+a thread: kwb's own geometry. --once launches compile's kernel too, so ncu shows which it is.
+
+variant 0: the shipped forwards, called as the project ships them (wb.load: k.softmax,
+           k.layernorm, k.rmsnorm)
+variant 1: the shipped geometry (tpr = cols / (4 x 16-byte vectors), block max(tpr, 128), a
+           64-register cap), rebuilt: every 16-byte store one st.global.v4; the weight and
+           bias loaded together (restrict, __ldg) right after the reductions; tpr a template
+           constant (reductions unrolled, a barrier only where a row spans warps); 1 / cols
+           from the host and __fdividef for softmax's 1 / sum (no division slow-path call).
+           Softmax isolates the stores; the norms add the weight loads. Fewer registers than
+           shipped, so more blocks an SM (softmax fp32 48: 10 blocks of 128 an SM, not 8)
+variant 2: a warp a row with 8 vectors (128 bytes) a lane, as torch.compile's num_warps=1: no
+           shared memory, no barrier; 4 rows a 128-thread block, grid = rows / 4, a 64-register
+           cap. fp32 rows of 1024 only (bf16 1024 is already a warp a row in variant 1; 2 rows a
+           warp at 8 vectors a lane spilled 180-350 bytes in bf16)
+variant 3: variant 1 at a 32-register cap (2048 threads an SM), fp32 only: 4096 x 1024 becomes
+           2048 blocks in one wave (16 an SM), 16384 x 4096 has 8 rows in flight an SM, not 4.
+           (bf16 spilled 100-300 bytes at 32 registers.)
+variant 4: variant 1 on a persistent grid (as many blocks as fit at once), the next row group
+           copied into shared memory by cp.async while this one reduces (2 stages; each thread
+           reads back only what it copied, so the pipeline needs no barrier): the change that
+           won the backward (norm_backward_variants.py), for the forward
+
+ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
+  shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
+                spilled | 64 + 16 B; rmsnorm fp32 64 | 64, bf16 64 | 64
+  variant 1     softmax fp32 48 | 48, bf16 47 | 48; layernorm fp32 62 | 64, bf16 64 | 64;
+                rmsnorm fp32 54 | 54, bf16 62 | 64; no spills
+  variant 2     fp32 1024: softmax, layernorm, rmsnorm 64, no spills
+  variant 3     fp32: softmax 32 | 32, rmsnorm 32 | 32, no spills; layernorm 32 with 100 B of
+                spill stores and loads (25 STL a thread a row)
+  variant 4     softmax fp32 56 | 54, bf16 55 | 54; layernorm 64 | 64; rmsnorm fp32 56 | 56,
+                bf16 64 | 64; no spills; 16 KB (128 threads) or 32 KB (256) of shared memory
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+import workbench as wb
+
+CUDA = r"""
+#include "kwb_rowwise.cuh"
+
+namespace rwv {
+
+enum : int { kSoftmax = 0, kLayerNorm = 1, kRmsNorm = 2 };
+
+// 16 bytes of T as floats, and back (fp32 and bf16; bf16 widens exactly by a shift).
+template <typename T> struct V16;
+template <> struct V16<float> {
+  static constexpr int kN = 4;
+  static __device__ __forceinline__ void unpack(const uint4& u, float (&f)[4]) {
+    f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y); f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+  }
+  static __device__ __forceinline__ uint4 pack(const float (&f)[4]) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+  }
+};
+template <> struct V16<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  static __device__ __forceinline__ void unpack(const uint4& u, float (&f)[8]) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      f[2 * k] = __uint_as_float(w[k] << 16);
+      f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+  }
+  static __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return (static_cast<uint32_t>(__bfloat16_as_ushort(h.y)) << 16) | __bfloat16_as_ushort(h.x);
+  }
+  static __device__ __forceinline__ uint4 pack(const float (&f)[8]) {
+    return make_uint4(pack2(f[0], f[1]), pack2(f[2], f[3]), pack2(f[4], f[5]), pack2(f[6], f[7]));
+  }
+};
+
+__device__ __forceinline__ uint4 ld16(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+// One st.global.v4 whatever NVVM would make of a 16-byte aggregate copy (the shipped store_vec
+// and a plain float4 store both come out as 4 32-bit stores for a thread's 3rd and 4th vector).
+__device__ __forceinline__ void st16(void* p, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+template <typename T> __device__ __forceinline__ float exp_(float v) { return sizeof(T) == 2 ? __expf(v) : expf(v); }
+
+// Max or sum over the kTpr threads of a row: shuffles, then (rows spanning warps) one barrier
+// over a double-buffered scratch, the warps' partials added in one fixed order.
+template <int kTpr, int kWarps, bool kMax>
+__device__ __forceinline__ float row_reduce(float v, float (*red)[kWarps], int& parity) {
+  constexpr int kWidth = kTpr < 32 ? kTpr : 32;
+#pragma unroll
+  for (int o = kWidth / 2; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    if constexpr (kMax) v = fmaxf(v, u);
+    else v += u;
+  }
+  if constexpr (kTpr > 32) {
+    constexpr int kRowWarps = kTpr / 32;
+    float* buf = red[parity];
+    parity ^= 1;
+    const int warp = threadIdx.x / 32, first = warp / kRowWarps * kRowWarps;
+    if ((threadIdx.x & 31) == 0) buf[warp] = v;
+    __syncthreads();
+    v = buf[first];
+#pragma unroll
+    for (int k = 1; k < kRowWarps; ++k) {
+      if constexpr (kMax) v = fmaxf(v, buf[first + k]);
+      else v += buf[first + k];
+    }
+  }
+  return v;
+}
+
+// A row in the registers of kTpr threads, kVecs 16-byte vectors a thread at columns
+// (i * kTpr + lane) * kVec (kwb::RowRegs' layout); kBlock / kTpr rows a block. Rows are visited
+// by a loop over row groups: with kStaged false the grid is one block a group (one trip);
+// with kStaged the grid is persistent and the next group's row is copied into shared memory
+// (cp.async) while this one reduces. Every thread of a block makes the same trips.
+template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged>
+__global__ void __launch_bounds__(kBlock, kMinBlocks)
+    rwv_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+            float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows, int64_t cols, float inv_cols,
+            float eps) {
+  using V = V16<T>;
+  constexpr int kVec = V::kN, kRpb = kBlock / kTpr, kWarps = kBlock / 32;
+  // weight/bias vectors loaded at once: all 4 where 64 registers leave room, else one at a time
+  constexpr int kChunk = 65536 / (kBlock * kMinBlocks) >= 64 && kVecs <= 4 ? kVecs : 1;
+  __shared__ float red[2][kWarps];
+  extern __shared__ uint4 stage[];  // kStaged: [2][kVecs][kBlock]
+  int parity = 0;
+  const int lane = threadIdx.x % kTpr, group = threadIdx.x / kTpr;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kRpb;
+  // Vector i of a thread is at column (i * kTpr + lane) * kVec: a base pointer a row plus a
+  // constant offset.
+  constexpr int kStride = kTpr * kVec;
+  const T* wl = w + lane * kVec;
+  const T* bl = b + lane * kVec;
+  auto slot = [&](int s, int i) -> uint4& { return stage[(s * kVecs + i) * kBlock + threadIdx.x]; };
+  auto issue = [&](int64_t r, int s) {
+    if constexpr (kStaged) {
+      if (r < rows)
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) kwb::copy_async16(&slot(s, i), x + r * cols + lane * kVec + i * kStride);
+      kwb::copy_async_commit();  // an empty group past the last row keeps wait's count right
+    }
+  };
+  int64_t base = static_cast<int64_t>(blockIdx.x) * kRpb;
+  issue(base + group, 0);
+  for (int s = 0; base < rows; base += step, s ^= 1) {
+    const int64_t r = base + group;
+    const bool valid = r < rows;
+    const T* xr = x + r * cols + lane * kVec;
+    T* yr = y + r * cols + lane * kVec;
+    uint4 v[kVecs];
+    if constexpr (kStaged) {
+      issue(r + step, s ^ 1);
+      kwb::copy_async_wait<1>();
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) v[i] = valid ? slot(s, i) : make_uint4(0u, 0u, 0u, 0u);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16(xr + i * kStride) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    if constexpr (kOp == kSoftmax) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        float f[kVec];
+        V::unpack(v[i], f);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) m = fmaxf(m, f[j]);
+      }
+      m = row_reduce<kTpr, kWarps, true>(m, red, parity);
+      // fp32 keeps exp(x - max) in x's registers. bf16 asks for it again in the write, as shipped,
+      // but ptxas keeps the first pass's values (32 MUFU.EX2 a thread, 47 registers: no spill).
+      constexpr bool kKeep = sizeof(T) == 4;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        float f[kVec];
+        V::unpack(v[i], f);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          f[j] = exp_<T>(f[j] - m);
+          sum += f[j];
+        }
+        if constexpr (kKeep) v[i] = V::pack(f);
+      }
+      // __fdividef: an IEEE division's slow path is a call, whose saved registers spill at 32
+      const float inv = __fdividef(1.f, row_reduce<kTpr, kWarps, false>(sum, red, parity));
+      if (valid)
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) {
+          float f[kVec];
+          V::unpack(v[i], f);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) f[j] = (kKeep ? f[j] : exp_<T>(f[j] - m)) * inv;
+          st16(yr + i * kStride, V::pack(f));
+        }
+    } else {
+      constexpr bool kCentered = kOp == kLayerNorm;
+      float mean = 0.f;
+      if constexpr (kCentered) {
+        float s1 = 0.f;
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) {
+          float f[kVec];
+          V::unpack(v[i], f);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) s1 += f[j];
+        }
+        mean = row_reduce<kTpr, kWarps, false>(s1, red, parity) * inv_cols;
+      }
+      float ss = 0.f;  // from the centered row in registers, as shipped
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        float f[kVec];
+        V::unpack(v[i], f);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float d = f[j] - mean;
+          ss += d * d;
+        }
+      }
+      const float rstd = rsqrtf(row_reduce<kTpr, kWarps, false>(ss, red, parity) * inv_cols + eps);
+      if (valid) {
+        if (lane == 0) {
+          if constexpr (kCentered) mean_out[r] = mean;
+          rstd_out[r] = rstd;
+        }
+#pragma unroll
+        for (int c = 0; c < kVecs; c += kChunk) {
+          uint4 wv[kChunk], bv[kCentered ? kChunk : 1];
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            wv[i] = ld16(wl + (c + i) * kStride);
+            if constexpr (kCentered) bv[i] = ld16(bl + (c + i) * kStride);
+          }
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            float f[kVec], fw[kVec], o[kVec];
+            V::unpack(v[c + i], f);
+            V::unpack(wv[i], fw);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) o[j] = (f[j] - mean) * rstd * fw[j];
+            if constexpr (kCentered) {
+              float fb[kVec];
+              V::unpack(bv[i], fb);
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) o[j] += fb[j];
+            }
+            st16(yr + (c + i) * kStride, V::pack(o));
+          }
+        }
+      }
+    }
+  }
+  if constexpr (kStaged) kwb::copy_async_wait<0>();
+}
+
+struct Args {
+  const void* x;
+  const void* w;
+  const void* b;
+  void* y;
+  float* mean;
+  float* rstd;
+  int64_t rows, cols;
+  float eps;
+};
+
+// kRegs: the register cap (__launch_bounds__' second argument = 65536 / (kRegs * kBlock) blocks).
+template <int kOp, typename T, int kTpr, int kVecs, int kRegs, bool kStaged>
+const char* launch(const Args& a, cudaStream_t stream) {
+  constexpr int kBlock = kTpr > 128 ? kTpr : 128;
+  constexpr int kMinBlocks = 65536 / (kRegs * kBlock);
+  constexpr int kVec = V16<T>::kN;
+  auto kernel = rwv_fwd<kOp, T, kTpr, kVecs, kBlock, kMinBlocks, kStaged>;
+  if (a.cols != static_cast<int64_t>(kTpr) * kVecs * kVec) return "internal: the geometry does not cover the row";
+  const int64_t groups = (a.rows + kBlock / kTpr - 1) / (kBlock / kTpr);
+  int64_t grid = groups;
+  size_t smem = 0;
+  if constexpr (kStaged) {
+    smem = static_cast<size_t>(2) * kVecs * kBlock * 16;
+    static int per_sm = 0;  // blocks an SM holds, asked once (one device)
+    if (per_sm == 0) {
+      if (smem > 48 * 1024) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, smem) != cudaSuccess || per_sm < 1) per_sm = 1;
+      (void)cudaGetLastError();
+    }
+    const int64_t wave = static_cast<int64_t>(per_sm) * kwb::sm_count();
+    grid = groups < wave ? groups : wave;
+  }
+  if (grid == 0) return nullptr;
+  if (grid > 0x7fffffff) grid = 0x7fffffff;  // the row loop covers the rest
+  kernel<<<static_cast<unsigned>(grid), kBlock, smem, stream>>>(
+      static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.b), static_cast<T*>(a.y), a.mean,
+      a.rstd, a.rows, a.cols, 1.f / static_cast<float>(a.cols), a.eps);  // 1 / cols on the host: no division in the kernel
+  return kwb::last_launch_error();
+}
+
+// 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
+// 512-4096 fp32 / 1024-8192 bf16 columns.
+template <int kOp, typename T, int kRegs, bool kStaged>
+const char* four_vectors(const Args& a, int64_t tpr, cudaStream_t stream) {
+  switch (tpr) {
+    case 32: return launch<kOp, T, 32, 4, kRegs, kStaged>(a, stream);
+    case 64: return launch<kOp, T, 64, 4, kRegs, kStaged>(a, stream);
+    case 128: return launch<kOp, T, 128, 4, kRegs, kStaged>(a, stream);
+    case 256: return launch<kOp, T, 256, 4, kRegs, kStaged>(a, stream);
+    default: return "does not apply: 4 vectors a thread need cols / (4 x 16 bytes) threads in 32, 64, 128, 256";
+  }
+}
+
+template <int kOp, typename T>
+const char* run(const Args& a, int variant, cudaStream_t stream) {
+  constexpr int kVec = V16<T>::kN;
+  if (a.cols <= 0 || a.cols % kVec != 0) return "does not apply: rows must be whole 16-byte vectors";
+  const int64_t nv = a.cols / kVec;
+  if (variant != 2 && nv % 4 != 0) return "does not apply: 4 vectors a thread";
+  switch (variant) {
+    case 1: return four_vectors<kOp, T, 64, false>(a, nv / 4, stream);
+    case 2:  // bf16 rows of 1024 at 8 vectors a lane (2 rows a warp) spilled 180-350 bytes: fp32 only
+      if constexpr (sizeof(T) == 4)
+        if (nv == 256) return launch<kOp, T, 32, 8, 64, false>(a, stream);
+      return "does not apply: a warp a row at 8 vectors a lane is for fp32 rows of 1024";
+    case 3:  // bf16 spilled 100-300 bytes at 32 registers (ptxas keeps the row widened): fp32 only
+      if constexpr (sizeof(T) == 4) return four_vectors<kOp, T, 32, false>(a, nv / 4, stream);
+      return "does not apply: the 32-register cap is for fp32";
+    case 4: return four_vectors<kOp, T, 64, true>(a, nv / 4, stream);
+    default: return "no such variant";
+  }
+}
+
+}  // namespace rwv
+
+const char* rowwise_forward_variant_launch(const void* x, const void* w, const void* b, void* y, float* mean, float* rstd,
+                                           int64_t rows, int64_t cols, double eps, int op, bool bf16, int variant,
+                                           cudaStream_t stream) {
+  const rwv::Args a{x, w, b, y, mean, rstd, rows, cols, static_cast<float>(eps)};
+  switch (op) {
+    case rwv::kSoftmax:
+      return bf16 ? rwv::run<rwv::kSoftmax, __nv_bfloat16>(a, variant, stream) : rwv::run<rwv::kSoftmax, float>(a, variant, stream);
+    case rwv::kLayerNorm:
+      return bf16 ? rwv::run<rwv::kLayerNorm, __nv_bfloat16>(a, variant, stream) : rwv::run<rwv::kLayerNorm, float>(a, variant, stream);
+    case rwv::kRmsNorm:
+      return bf16 ? rwv::run<rwv::kRmsNorm, __nv_bfloat16>(a, variant, stream) : rwv::run<rwv::kRmsNorm, float>(a, variant, stream);
+    default: return "no such op";
+  }
+}
+"""
+
+CPP = r"""
+const char* rowwise_forward_variant_launch(const void* x, const void* w, const void* b, void* y, float* mean, float* rstd,
+                                           int64_t rows, int64_t cols, double eps, int op, bool bf16, int variant,
+                                           cudaStream_t stream);
+
+// (y, mean, rstd) of softmax (op 0: weight and bias unused), LayerNorm (1) or RMSNorm (2: bias
+// unused) over the last dimension of a contiguous [rows, cols] fp32 or bf16 x.
+std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                               int64_t op, int64_t variant, double eps) {
+  TORCH_CHECK(op >= 0 && op <= 2, "rowwise_forward_variant: op 0 (softmax), 1 (layernorm) or 2 (rmsnorm)");
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous(), "rowwise_forward_variant: x contiguous [rows, cols]");
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, "rowwise_forward_variant: fp32 or bf16");
+  const int64_t rows = x.size(0), cols = x.size(1);
+  auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0; };
+  for (int k = 0; k < (op == 0 ? 0 : (op == 1 ? 2 : 1)); ++k) {
+    const at::Tensor& p = k == 0 ? weight : bias;
+    TORCH_CHECK(p.dim() == 1 && p.size(0) == cols && p.is_contiguous() && p.scalar_type() == x.scalar_type() && aligned(p),
+                "rowwise_forward_variant: weight and bias contiguous [cols], x's dtype, 16-byte aligned");
+  }
+  at::Tensor y = at::empty_like(x);
+  const auto stat = x.options().dtype(at::kFloat);
+  at::Tensor mean = at::empty({rows}, stat), rstd = at::empty({rows}, stat);
+  TORCH_CHECK(aligned(x) && aligned(y), "rowwise_forward_variant: x and y 16-byte aligned");
+  KWB_CHECK_LAUNCH("rowwise_forward_variant",
+                   rowwise_forward_variant_launch(x.const_data_ptr(), weight.const_data_ptr(), bias.const_data_ptr(),
+                                                  y.mutable_data_ptr(), mean.mutable_data_ptr<float>(),
+                                                  rstd.mutable_data_ptr<float>(), rows, cols, eps, static_cast<int>(op),
+                                                  x.scalar_type() == at::kBFloat16, static_cast<int>(variant),
+                                                  kwb::current_stream(x)));
+  return {y, mean, rstd};
+}
+"""
+
+OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
+EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+VARIANTS = (0, 1, 2, 3, 4)
+
+
+# The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
+# eager and torch.compile.
+def softmax_reference(x):
+    return torch.softmax(x, dim=-1)
+
+
+def layernorm_reference(x, weight, bias):
+    return F.layer_norm(x, x.shape[-1:], weight, bias, EPS["layernorm"])
+
+
+def rmsnorm_reference(x, weight):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS["rmsnorm"]) * weight
+
+
+REFERENCES = {"softmax": softmax_reference, "layernorm": layernorm_reference, "rmsnorm": rmsnorm_reference}
+
+# The harness's check against float64 (the specs' tolerances), and this script's own check
+# against PyTorch in fp32 before anything is timed: (atol, rtol).
+HARNESS_TOLERANCES = {
+    "softmax": {torch.float32: wb.Tolerance(1e-10, 1e-5, 1e-6), torch.bfloat16: wb.Tolerance(1e-6, 1.6e-2, 8e-3)},
+    "norm": {torch.float32: wb.Tolerance(1e-5, 1e-5, 1e-6), torch.bfloat16: wb.Tolerance(1.6e-2, 1.6e-2, 8e-3)},
+}
+CHECK_TOLERANCES = {
+    ("softmax", torch.float32): (1e-7, 1e-5), ("softmax", torch.bfloat16): (1e-6, 1.6e-2),
+    ("norm", torch.float32): (1e-5, 1e-5), ("norm", torch.bfloat16): (1.6e-2, 1.6e-2),
+}
+
+
+def kind(op: str) -> str:
+    return "softmax" if op == "softmax" else "norm"
+
+
+def make_inputs(op: str, rows: int, cols: int, dtype: torch.dtype, seed: int = 0) -> tuple:
+    """The specs' inputs: softmax x of spread 3; LayerNorm x off-center (mean 2, spread 3),
+    weight ~1, bias ~0; RMSNorm x of mean 1, spread 2, weight ~1."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def randn(*shape, scale=1.0, shift=0.0):
+        return (torch.randn(*shape, generator=gen, device="cuda") * scale + shift).to(dtype)
+
+    if op == "softmax":
+        return (randn(rows, cols, scale=3.0),)
+    if op == "layernorm":
+        return randn(rows, cols, scale=3.0, shift=2.0), randn(cols, shift=1.0), randn(cols)
+    return randn(rows, cols, scale=2.0, shift=1.0), randn(cols, shift=1.0)
+
+
+def bytes_moved(op: str, rows: int, cols: int, dtype: torch.dtype) -> int:
+    """The specs' bytes models: x read and y written, plus weight (and bias) once."""
+    vectors = {"softmax": 0, "layernorm": 2, "rmsnorm": 1}[op]
+    return (2 * rows * cols + vectors * cols) * torch.empty((), dtype=dtype).element_size()
+
+
+def shipped(kernels: dict, op: str, stats: bool = False):
+    """Variant 0: the shipped op (y), or with stats=True (y, mean, rstd) from its forward op."""
+    k, eps = kernels[op], EPS[op]
+    if op == "softmax":
+        def fn(x):
+            y = k.softmax(x)
+            return (y, None, None) if stats else y
+    elif op == "layernorm":
+        def fn(x, w, b):
+            return tuple(k.layernorm_forward(x, w, b, eps)) if stats else k.layernorm(x, w, b, eps)
+    else:
+        def fn(x, w):
+            if not stats:
+                return k.rmsnorm(x, w, eps)
+            y, rstd = k.rmsnorm_forward(x, w, eps)
+            return y, None, rstd
+    return fn
+
+
+def variant(k, op: str, v: int, stats: bool = False):
+    """Variant v's op (y), or with stats=True its (y, mean, rstd)."""
+    code, eps = OPS[op], EPS[op]
+
+    def fn(x, w=None, b=None):
+        w = x if w is None else w  # softmax: unused
+        b = w if b is None else b  # RMSNorm: unused
+        out = k.rowwise_forward_variant(x, w, b, code, v, eps)
+        return tuple(out) if stats else out[0]
+    return fn
+
+
+def check(op: str, got: tuple, args: tuple) -> None:
+    """y against PyTorch in fp32 on the same inputs; LayerNorm's mean and both norms' rstd
+    against the row statistics."""
+    x = args[0]
+    atol, rtol = CHECK_TOLERANCES[(kind(op), x.dtype)]
+    want = REFERENCES[op](*[a.float() for a in args])
+    torch.testing.assert_close(got[0].float(), want, atol=atol, rtol=rtol)
+    if op == "softmax":
+        return
+    xf = x.float()
+    if op == "layernorm":
+        torch.testing.assert_close(got[1], xf.mean(-1), atol=1e-5, rtol=1e-4)
+        var = xf.var(-1, unbiased=False)
+    else:
+        var = xf.pow(2).mean(-1)
+    torch.testing.assert_close(got[2], torch.rsqrt(var + EPS[op]), atol=1e-5, rtol=1e-4)
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    return [tuple(int(n) for n in s.lower().split("x")) for s in text.split(",") if s]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="benchmarks/variants", help="append the rows to DIR/<device>/bench.csv")
+    parser.add_argument("--shapes", default="4096x1024,16384x4096", help="ROWSxCOLS, comma-separated")
+    parser.add_argument("--dtypes", default="float32,bfloat16", help="float32, bfloat16")
+    parser.add_argument("--ops", default="softmax,layernorm,rmsnorm")
+    parser.add_argument("--variants", default=",".join(map(str, VARIANTS)))
+    parser.add_argument("--once", action="store_true",
+                        help="launch each variant and torch.compile's kernel once a case, for a profiler; nothing timed")
+    parser.add_argument("--no-compile", action="store_true", help="with --once: leave torch.compile's kernel out")
+    args = parser.parse_args()
+    ops = [o for o in args.ops.split(",") if o]
+    dtypes = [DTYPES[d] for d in args.dtypes.split(",") if d]
+    variants = [int(v) for v in args.variants.split(",") if v]
+    kernels = {op: wb.load(op) for op in ops} if 0 in variants else {}
+    k = wb.load_inline("rowwise_forward_variants", cuda=CUDA, cpp=CPP, functions=["rowwise_forward_variant"])
+    for op in ops:
+        for dtype in dtypes:
+            for rows, cols in parse_shapes(args.shapes):
+                inputs = make_inputs(op, rows, cols, dtype)
+                shape = f"{rows}x{cols}"
+                if args.once:
+                    for v in variants:
+                        try:
+                            (shipped(kernels, op) if v == 0 else variant(k, op, v))(*inputs)
+                        except RuntimeError as e:
+                            print(f"{op:>9} {dtype!s:>14} {shape:>10} v{v} does not launch: {str(e).splitlines()[0]}", flush=True)
+                    if not args.no_compile:
+                        torch.compile(REFERENCES[op], fullgraph=True, dynamic=False)(*inputs)
+                    torch.cuda.synchronize()
+                    continue
+                for v in variants:
+                    try:
+                        got = (shipped(kernels, op, stats=True) if v == 0 else variant(k, op, v, stats=True))(*inputs)
+                    except RuntimeError as e:  # a variant whose geometry does not fit this row length
+                        print(f"{op:>9} {dtype!s:>14} {shape:>10} v{v} does not apply: {str(e).splitlines()[0]}", flush=True)
+                        continue
+                    try:
+                        check(op, got, inputs)
+                    except AssertionError as e:
+                        print(f"{op:>9} {dtype!s:>14} {shape:>10} v{v} WRONG, not timed: {str(e).strip().splitlines()[0]}",
+                              flush=True)
+                        continue
+                    fn = shipped(kernels, op) if v == 0 else variant(k, op, v)
+                    report = wb.bench(fn, REFERENCES[op], inputs=[inputs], name=f"{op} forward variant {v}",
+                                      label=f"{op} fwd variant {v}", baselines="eager,compile" if v == 0 else "none",
+                                      bytes_moved=bytes_moved(op, rows, cols, dtype),
+                                      tolerance=HARNESS_TOLERANCES[kind(op)])
+                    for r in report.rows:
+                        print(f"{op:>9} {r['dtype']:>8} {shape:>10} v{v} {r['provider']:>24} {r['median_us'] or 0:8.1f} us "
+                              f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
+                    if args.out:
+                        report.save(args.out)
+
+
+if __name__ == "__main__":
+    main()
