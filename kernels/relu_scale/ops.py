@@ -26,6 +26,18 @@ def relu_scale_backward(grad: Tensor, x: Tensor, alpha: float) -> Tensor:
     return _ops.relu_scale_backward(grad, x, alpha)
 
 
+def relu_scale_train(x: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
+    """relu_scale's training forward: (y, mask), mask a uint8 tensor of (n + 7) // 8 bytes
+    whose bit j of byte i says x[8 i + j] > 0 (x flattened). relu_scale calls it when x
+    requires grad, and its backward reads the mask instead of x."""
+    return _ops.relu_scale_train(x, alpha)
+
+
+def relu_scale_masked_backward(grad: Tensor, mask: Tensor, alpha: float) -> Tensor:
+    """The gradient of relu_scale from relu_scale_train's mask: grad * alpha where the bit is set, else 0."""
+    return _ops.relu_scale_masked_backward(grad, mask, alpha)
+
+
 def register(ops):
     global _ops
     _ops = ops
@@ -69,4 +81,4 @@ def register(ops):
         return ops.relu_scale_masked_backward(grad, mask, ctx.alpha), None
 
     torch.library.register_autograd(ops.qualname("relu_scale_train"), train_backward, setup_context=setup_train_context)
-    return {f.__name__: f for f in (relu_scale, relu_scale_backward)}
+    return {f.__name__: f for f in (relu_scale, relu_scale_backward, relu_scale_train, relu_scale_masked_backward)}
