@@ -72,11 +72,13 @@ def test_backward_gradcheck_and_opcheck_on_cuda(kernels, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n, offset", [(1, 0), (9, 0), (4097, 0), (1000, 1), (1 << 20, 3)])
-def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n, offset):
+@pytest.mark.parametrize("n, offset", [(1, 0), (9, 0), (4097, 0), (1000, 1), (1 << 20, 3), ((1 << 22) + 5, 0),
+                                       ((1 << 22) + 7, 1)])
+def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n, offset, monkeypatch):
     """The bit-per-element training path, aligned and not, at tails of every length mod 8:
     outputs and gradients as eager's, the mask's bits as x > 0."""
     rs = kernels["relu_scale"]
+    monkeypatch.setitem(rs.relu_scale.__globals__, "MASK_FROM", 0)
     x = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
     x[::5] = 0.0
     g = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
@@ -89,6 +91,7 @@ def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n,
     bits = ((mask.repeat_interleave(8) >> torch.arange(8, device="cuda", dtype=torch.uint8).repeat(mask.numel())) & 1)[:n]
     assert torch.equal(bits.bool(), x > 0)
     torch.library.opcheck(rs.op("relu_scale_masked_backward").default, (g, mask, 1.5))
+    torch.library.opcheck(rs.op("relu_scale_train").default, (x.detach().requires_grad_(), 1.5))
 
 
 def test_torch_compile_on_cuda(kernels):

@@ -52,11 +52,15 @@ def test_non_contiguous_input_is_handled(kernel):
         torch.testing.assert_close(k.vector_add(x, y), x + y)
 
 
+@pytest.mark.parametrize("mask_from", [0, None], ids=["mask", "shipped-threshold"])
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 1023, 65536 + 13])
-def test_the_training_forward_saves_a_bit_per_element_and_its_backward_matches(n):
-    """With x requiring grad, relu_scale saves one bit per element (x > 0) for its backward
-    instead of x: outputs and gradients match eager's relu(x) * alpha at every length's tail."""
+def test_the_training_forward_saves_a_bit_per_element_and_its_backward_matches(n, mask_from, monkeypatch):
+    """With x requiring grad (and at least MASK_FROM elements), relu_scale saves one bit per
+    element (x > 0) for its backward instead of x: outputs and gradients match eager's
+    relu(x) * alpha at every length's tail, either way."""
     k = KERNELS["relu_scale"]
+    if mask_from is not None:
+        monkeypatch.setitem(k.relu_scale.__globals__, "MASK_FROM", mask_from)
     x = torch.randn(n, dtype=torch.float64)
     x[::5] = 0.0
     x[1::7] = float("nan")

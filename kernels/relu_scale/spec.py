@@ -1,6 +1,6 @@
 """relu_scale: y = max(x, 0) * alpha — reference, inputs, tolerances, bytes model, sizes."""
 import torch
-from workbench.spec import KernelSpec, OpSpec, bytes_of, randn
+from workbench.spec import AWKWARD_SIZES, KernelSpec, OpSpec, bytes_of, randn
 
 ALPHA = 1.5
 
@@ -30,7 +30,12 @@ def make_backward_inputs(shape, dtype, device, generator):
     return (randn(shape, dtype, device, generator), with_zeros(randn(shape, dtype, device, generator)), ALPHA)
 
 
+# The awkward sizes, and one past ops.MASK_FROM (2^22), where a training step saves a bit per
+# element instead of x: the check covers both backward paths.
+SHAPES = [(n,) for n in AWKWARD_SIZES] + [(7, 33), (3, 5, 17), ((1 << 20) + 3,), ((1 << 22) + 3,)]
+
 SPEC = KernelSpec(
+    shapes=SHAPES,
     ops=[
         OpSpec("relu_scale", reference, make_inputs, bytes_moved=bytes_of(2), grad_inputs=(0,)),  # read x, write y
         OpSpec("relu_scale_backward", reference_backward, make_backward_inputs,
