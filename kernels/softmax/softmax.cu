@@ -58,8 +58,9 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
         if constexpr (kKeep) e[i][j] = v;
         s += v;
       }
-    s = reduce.sum(s, tpr);
-    const float inv = 1.f / s;
+    // __fdividef: 1 / s (s in [1, cols]) without IEEE division's slow-path call, whose saved
+    // registers cost rows in flight (benchmarks/rowwise_forward_variants.py, variant 1)
+    const float inv = __fdividef(1.f, reduce.sum(s, tpr));
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!in.in_row(i, lane, tpr, n)) continue;
