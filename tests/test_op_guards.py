@@ -74,3 +74,36 @@ def test_all_meta_tensors_still_give_shapes(kernels):
     meta = torch.ones(2, 8, device="meta")
     out = kernels["bias_gelu"].bias_gelu(meta, torch.ones(8, device="meta"))
     assert out.device.type == "meta" and out.shape == (2, 8)
+
+
+def test_ops_skip_autograds_python_kernel_only_where_no_input_needs_a_gradient(kernels):
+    """ops.py's ops go past register_autograd's Python kernel when nothing needs a gradient (its
+    fixed cost on every small call), and through it otherwise: results and gradients as before."""
+    k = kernels["rmsnorm"]
+    ops = __import__("sys").modules[k.rmsnorm.__module__]._ops
+    assert isinstance(ops.rmsnorm_forward, kernel_module._BelowAutogradWhenNoGrad)
+    x, w = torch.randn(5, 33, dtype=torch.float64), torch.randn(33, dtype=torch.float64)
+    ref = torch.nn.functional.rms_norm(x, (33,), w, 1e-6)
+    plain = k.rmsnorm(x, w)
+    assert plain.grad_fn is None and not plain.requires_grad
+    torch.testing.assert_close(plain, ref)
+    xg = x.clone().requires_grad_()
+    y = k.rmsnorm(xg, w)
+    assert y.grad_fn is not None
+    y.sum().backward()
+    xr = x.clone().requires_grad_()
+    torch.nn.functional.rms_norm(xr, (33,), w, 1e-6).sum().backward()
+    torch.testing.assert_close(xg.grad, xr.grad)
+    with torch.no_grad():
+        assert not k.rmsnorm(xg, w).requires_grad
+    with torch.inference_mode():
+        torch.testing.assert_close(k.rmsnorm(x, w), ref)
+    # a list of tensors counts too, and kwargs
+    assert kernel_module._needs_grad(([x, xg],), {}) and kernel_module._needs_grad((), {"t": xg})
+    assert not kernel_module._needs_grad((x, 1.5, [x]), {"t": x})
+
+
+def test_only_ops_that_write_and_alias_nothing_skip_autograd():
+    assert kernel_module._pure(torch.ops.aten.sigmoid) is False  # overloads besides default (out)
+    assert kernel_module._pure(torch.ops.aten.relu_) is False  # writes its argument
+    assert kernel_module._pure(torch.ops.aten.alias) is False  # returns a view

@@ -84,8 +84,51 @@ class OpNamespace:
         if op.startswith("__"):
             raise AttributeError(op)
         packet = getattr(getattr(torch.ops, self.namespace), op)
-        self.__dict__[op] = packet  # found once: a wrapper's every call is then a plain attribute
-        return packet
+        if torch.compiler.is_compiling():  # first met inside a traced function: the compiler takes the op itself
+            return packet
+        found = _BelowAutogradWhenNoGrad(packet) if _pure(packet) else packet
+        self.__dict__[op] = found  # found once: a wrapper's every call is then a plain attribute
+        return found
+
+
+def _pure(packet) -> bool:
+    """One overload that writes no argument and returns no view: what skipping autograd's
+    dispatch key (and ADInplaceOrView's with it) cannot change."""
+    overloads = packet.overloads()
+    if overloads != ["default"]:
+        return False
+    schema = packet.default._schema
+    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
+
+
+def _needs_grad(args, kwargs) -> bool:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            if a.requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.requires_grad for t in a):
+            return True
+    return False
+
+
+class _BelowAutogradWhenNoGrad:
+    """An op of ops.py's, called past the dispatcher's Autograd key when no input needs a
+    gradient. register_autograd puts a Python kernel at that key which runs on every call, grad
+    or not: a fixed cost of every small op, which skipping it where it could do nothing saves
+    (benchmarks/cpu_call_overhead.py). Under torch.compile the op is called as it is (the
+    compiler traces autograd itself)."""
+
+    def __init__(self, packet):
+        self.packet, self.default = packet, packet.default
+
+    def __call__(self, *args, **kwargs):
+        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and _needs_grad(args, kwargs)):
+            return self.packet(*args, **kwargs)
+        with torch._C._AutoDispatchBelowAutograd():
+            return self.default(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.packet, name)
 
 
 class Kernel:
