@@ -178,7 +178,12 @@ def test_a_load_from_disk_clears_the_record_of_a_killed_compile(tmp_path, monkey
     assert not again.compiled and lock.read_text() == ""
 
 
-def test_a_damaged_cubin_is_compiled_again_and_verify_flags_it(monkeypatch, cache_root, capfd):
+def test_a_damaged_cubin_is_compiled_again_and_verify_flags_it(monkeypatch, tmp_path, capfd):
+    # a root of its own: in the session's shared root, another worker loading the same kernel
+    # between the damage and the load below compiled it again first (GPU suite, -n 8)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(raw_kernel, "_memory", {})
+    cache_root = tmp_path
     k = wb.cuda_kernel(RELU_SCALE, "relu_scale", arch="9.0")
     k.cubin_path.write_bytes(k.cubin[: len(k.cubin) // 2])
     broken = [e for e in api.verify(api.open_cache(cache_root)) if e.kernel == "relu_scale" and e.origin == "kwb NVRTC kernel"]
