@@ -110,7 +110,7 @@ def raw_kernel_spec(source, name: str, options=(), include_dirs=(), arch=None, l
     dirs = [Path(d).expanduser().resolve() for d in ([include_dirs] if isinstance(include_dirs, (str, Path))
                                                       else list(include_dirs or []))] + from_options
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh"))):
-        path = Path(source).expanduser().resolve()  # read at each compile-or-find (raw_kernel.NVRTC.prepare)
+        path = Path(source).expanduser().resolve()  # read at each compile-or-find (raw_kernel.NvrtcCompiler.prepare)
         raw = RawSource(name, path, None, label or str(path), first_line, (path.parent, *dirs, *kwb_include_dirs()),
                         tuple(pre_includes))
     elif isinstance(source, str):

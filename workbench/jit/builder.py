@@ -407,6 +407,7 @@ class NvccCompiler:
 
     def __init__(self, verbose: bool = False, jobs: int | None = None):
         self.verbose, self.jobs = verbose, jobs
+        self.objects_cleared = False  # a forced build clears its objects once, not on each retry
 
     def prepare(self, spec: BuildSpec) -> _Job:
         with _read_lock:
@@ -418,9 +419,10 @@ class NvccCompiler:
 
     def compile(self, spec: BuildSpec, job: _Job, force: bool) -> Build | None:
         entry, config = spec.entry, job.config
-        if force:  # a forced build recompiles every object, not only what ninja finds out of date
+        if force and not self.objects_cleared:  # every object again, not only what ninja finds out of date
             for obj in layout.build_dir(entry, config.device).glob("*.o"):
                 obj.unlink()
+            self.objects_cleared = True
         try:
             return _build_locked(spec.source, config, entry, self.verbose, self.jobs)
         except OSError as e:  # a full disk, say: one sentence naming the file, not errno 28 alone

@@ -1,5 +1,6 @@
-"""One compile-and-cache path, two compilers behind it: nvcc/ninja (extensions: builder.NVCC)
-and NVRTC (raw kernels: raw_kernel.NVRTC). compile_cached(spec, compiler) is the path:
+"""One compile-and-cache path, two compilers behind it: nvcc/ninja (extensions:
+builder.NvccCompiler) and NVRTC (raw kernels: raw_kernel.NvrtcCompiler).
+compile_cached(spec, compiler) is the path:
 
     prepare   the sources read and hashed again, the key as far as it is known before compiling
     cached    memory, then disk (a manifest whose key matches and whose library is whole)

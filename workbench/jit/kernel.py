@@ -92,8 +92,8 @@ class OpNamespace:
 
 
 def _pure(packet) -> bool:
-    """One overload that writes no argument and returns no view: what skipping autograd's
-    dispatch key (and ADInplaceOrView's with it) cannot change."""
+    """One overload that writes no argument and returns no view: an op for which skipping the
+    autograd keys (ADInplaceOrView still runs) changes nothing but the time."""
     overloads = packet.overloads()
     if overloads != ["default"]:
         return False
