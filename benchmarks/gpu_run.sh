@@ -10,7 +10,7 @@
 #   variants benchmarks/<name>_variants.py for each name in KWB_VARIANTS (default norm_backward),
 #           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
 #           the script takes --once (only when named)
-#   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc"
+#   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
 #           used (beside the GPU suite: both judge correctness only)
 #   jit     benchmarks/jit_loop.py --repeat 2 (every approach but the tutorial's 30-70 s builds)
@@ -155,7 +155,8 @@ if wants pytest || wants sanitize; then
   fi
   if wants pytest; then
     fresh /tmp/kwb-pytest
-    python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" > "$out/pytest.txt" 2>&1
+    # shellcheck disable=SC2086  # KWB_PYTEST_ARGS: more pytest arguments ("-k lltm"); the whole suite by default
+    python -m pytest -m "cuda or nvcc or nvrtc" -n 8 -q -p no:cacheprovider --junitxml="$out/pytest.xml" ${KWB_PYTEST_ARGS:-} > "$out/pytest.txt" 2>&1
     fact pytest_rc "$?"
     fact pytest_s "$(since "$t")"
     fact pytest_failures "$(grep -E '^(FAILED|ERROR) ' "$out/pytest.txt" | cut -c1-160 | head -8 | paste -sd';')"

@@ -166,6 +166,28 @@ def test_lltm_unaligned(kernels, dtype):
         close(g, ref[name], op.tolerance(dtype, grad=True), name)
 
 
+@pytest.mark.parametrize("batch", [1, 5, 16, 32])  # the one-launch forward: either side of its 4-row pass, and its edge
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float64], ids=str)
+def test_lltm_small_batch_forward_reads_strided_views_and_returns_x_and_gates(kernels, dtype, batch):
+    k = kernels["lltm"]
+    op = k.spec.SPEC.op("lltm")
+    features, state = 19, 40
+    input, weights, bias, old_h, old_cell = lltm_inputs(k, batch, features, state, dtype, seed=batch)
+    wide = torch.zeros(batch, features + 3, dtype=dtype, device="cuda")
+    wide[:, 3:] = input
+    tall = torch.zeros(2 * batch, state, dtype=dtype, device="cuda")
+    tall[::2] = old_h
+    views = (wide[:, 3:], weights.t().contiguous().t(), bias, tall[::2], old_cell)
+    assert not views[0].is_contiguous() and not views[1].is_contiguous()
+    new_h, new_cell, X, gates = k.lltm_forward(*views)
+    assert torch.equal(X, torch.cat([old_h, input], 1))
+    up = [a.to(torch.float64) for a in (input, weights, bias, old_h, old_cell)]
+    close(gates, F.linear(torch.cat([up[3], up[0]], 1), up[1], up[2]), op.tolerance(dtype), "gates")
+    ref_h, ref_c = k.spec.reference(*up)
+    close(new_h, ref_h, op.tolerance(dtype), "new_h")
+    close(new_cell, ref_c, op.tolerance(dtype), "new_cell")
+
+
 # ---- the large sizes ----------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@
 //
 // One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
 // rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
-// kernels/lltm/NOTES.md), and X's and W's gradients backward. X is returned and saved for
+// kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
+// ATen forward: one kernel does the product and the cell (lltm.h, kLltmSmallBatch). X is returned and saved for
 // backward; X's gradient goes back whole and ops.py hands out its two column blocks as old_h's
 // and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
@@ -162,10 +163,26 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
 #ifdef KWB_WITH_CUDA
 constexpr std::initializer_list<at::ScalarType> kCudaTypes = {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
 
+// One launch for the product and the cell (lltm.h, kLltmSmallBatch).
+Forward lltm_forward_small(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                           const at::Tensor& old_h, const at::Tensor& old_cell, int64_t B, int64_t I, int64_t S) {
+  const at::Tensor in = kwb::contiguous(input), w = kwb::contiguous(weights), b = kwb::contiguous(bias),
+                   h = kwb::contiguous(old_h), cc = kwb::contiguous(old_cell);
+  at::Tensor X = at::empty({B, S + I}, in.options()), gates = at::empty({B, 3 * S}, in.options());
+  at::Tensor new_h = at::empty({B, S}, in.options()), new_cell = at::empty({B, S}, in.options());
+  const LltmSmallForwardParams p{in.const_data_ptr(), w.const_data_ptr(), b.const_data_ptr(), h.const_data_ptr(),
+                                 cc.const_data_ptr(), X.mutable_data_ptr(), gates.mutable_data_ptr(),
+                                 new_h.mutable_data_ptr(), new_cell.mutable_data_ptr(), B, I, S};
+  KWB_CHECK_LAUNCH(kForward, lltm_forward_small_cuda(p, kwb::to_dtype(in.scalar_type()), kwb::current_stream(in)));
+  return {new_h, new_cell, X, gates};
+}
+
 Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                              const at::Tensor& old_h, const at::Tensor& old_cell) {
   check_args(kForward, input, weights, bias, old_h, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(input.device());
+  const int64_t B = input.size(0), I = input.size(1), S = old_h.size(1);
+  if (B >= 1 && B <= kLltmSmallBatch && S >= 1) return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
   const at::Tensor X = at::cat({old_h, input}, 1);
   const at::Tensor gates = at::addmm(bias, X, weights.t());
   const at::Tensor cc = kwb::contiguous(old_cell);

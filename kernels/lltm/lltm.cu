@@ -1,4 +1,5 @@
-// lltm CUDA kernels: everything of the LLTM cell around its matrix product, one kernel each way.
+// lltm CUDA kernels: everything of the LLTM cell around its matrix product, one kernel each way;
+// for batches of up to kLltmSmallBatch rows, one forward kernel that does the product as well.
 //
 // Forward: one pass reads the three gate blocks (bias added by the product's epilogue:
 // addmm through cuBLASLt) and old_cell, and writes new_h and
@@ -64,6 +65,88 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
         *reinterpret_cast<V*>(static_cast<T*>(p.new_h) + (r + u) * S + at.c) = h;
         *reinterpret_cast<V*>(static_cast<T*>(p.new_cell) + (r + u) * S + at.c) = cell;
       }
+    }
+  }
+}
+
+// Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell.
+template <typename T, typename A>
+__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg) {
+  const int64_t S = p.state;
+  const T* bias = static_cast<const T*>(p.bias);
+  const T ti = kwb::from_acc<T>(zi + kwb::to_acc<A>(bias[j]));
+  const T to = kwb::from_acc<T>(zo + kwb::to_acc<A>(bias[S + j]));
+  const T tg = kwb::from_acc<T>(zg + kwb::to_acc<A>(bias[2 * S + j]));
+  T* gates = static_cast<T*>(p.gates) + b * 3 * S + j;
+  gates[0] = ti;
+  gates[S] = to;
+  gates[2 * S] = tg;
+  const A i = sigmoid(kwb::to_acc<A>(ti)), o = sigmoid(kwb::to_acc<A>(to)), g = elu(kwb::to_acc<A>(tg));
+  const A nc = kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g;
+  static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(nc);
+  static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(tanh_(nc) * o);
+}
+
+constexpr int kSmallThreads = 128;
+
+// Small batches: the product, the bias and the cell in one launch. A warp takes a unit j (grid
+// stride): its lanes split the K = state + features columns of W's rows j, S + j, 2S + j and of
+// kRows rows of X at a time, the warp sums the 3 x kRows partial dots, and lane r finishes row
+// b0 + r. X is read where it lies (old_h's or input's row) and also written out, for backward.
+// Accumulation is fp32 for half types (as cuBLAS's), and the gates are rounded to T before the
+// cell reads them, as the product-then-cell path does.
+template <typename T, int kRows>
+__global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
+  using A = kwb::acc_t<T>;
+  const int64_t B = p.batch, F = p.features, S = p.state, K = S + F;
+  const T* in = static_cast<const T*>(p.input);
+  const T* h = static_cast<const T*>(p.old_h);
+  const T* W = static_cast<const T*>(p.weights);
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  T* X = static_cast<T*>(p.X);
+  for (int64_t e = thread; e < B * K; e += threads) {
+    const int64_t b = e / K, k = e - b * K;
+    X[e] = k < S ? h[b * S + k] : in[b * F + (k - S)];
+  }
+  const int lane = threadIdx.x % 32;
+  for (int64_t j = thread / 32; j < S; j += threads / 32) {
+    const T* wi = W + j * K;
+    const T* wo = W + (S + j) * K;
+    const T* wg = W + (2 * S + j) * K;
+    for (int64_t b0 = 0; b0 < B; b0 += kRows) {
+      A ai[kRows], ao[kRows], ag[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
+#pragma unroll 2
+      for (int64_t k = lane; k < K; k += 32) {
+        const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
+        const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
+        const int64_t stride = k < S ? S : F;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (b0 + r < B) {
+            const A x = kwb::to_acc<A>(col[r * stride]);
+            ai[r] += w0 * x;
+            ao[r] += w1 * x;
+            ag[r] += w2 * x;
+          }
+        }
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
+          ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
+          ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+        }
+      A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
+      const int64_t b = b0 + lane;
+      if (lane < kRows && b < B) finish_row<T>(p, b, j, zi, zo, zg);
     }
   }
 }
@@ -144,6 +227,17 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 }
 
 template <typename T>
+const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) {
+  constexpr int kWarps = kSmallThreads / 32;
+  const int64_t blocks = (p.state + kWarps - 1) / kWarps, cap = static_cast<int64_t>(kwb::sm_count()) * 16;
+  const unsigned grid = static_cast<unsigned>(blocks < cap ? blocks : cap);
+  // 4 rows a pass at tiny batches: the warp's sums are 3 x kRows shuffle reductions
+  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, 0, stream>>>(p);
+  else forward_small_kernel<T, 16><<<grid, kSmallThreads, 0, stream>>>(p);
+  return kwb::last_launch_error();
+}
+
+template <typename T>
 const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = kwb::row_vec<T>(p.state, aligned);
@@ -166,6 +260,10 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
 
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
   return KWB_DTYPE_SWITCH(dtype, T, [&] { return forward<T>(p, aligned, stream); });
+}
+
+const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] { return forward_small<T>(p, stream); });
 }
 
 const char* lltm_backward_cuda(const LltmBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

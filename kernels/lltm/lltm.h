@@ -3,7 +3,8 @@
 // The cell (PyTorch's C++-extension tutorial): gates = [old_h, input] W^T + bias, split into
 // three [batch, state] blocks; i = sigmoid, o = sigmoid, g = elu of each;
 // new_cell = old_cell + i * g; new_h = tanh(new_cell) * o.
-// The matrix products run on cuBLAS (through ATen, in lltm.cpp); these kernels do the rest.
+// The matrix products run on cuBLAS (through ATen, in lltm.cpp) and these kernels do the rest,
+// except for small batches: there one kernel does the forward's product too.
 #pragma once
 #include "kwb_dtype.h"
 
@@ -13,6 +14,24 @@ struct LltmForwardParams {
   void* new_h;           // batch x state, written in full
   void* new_cell;        // batch x state, written in full
   int64_t batch, state;
+};
+
+// Batches of at most this many rows take the one-launch forward (lltm_forward_small_cuda): at
+// the tutorial's 16 / 32 / 128, cat + addmm + the cell kernel were three launches and 14 us on
+// the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md).
+constexpr int64_t kLltmSmallBatch = 32;
+
+struct LltmSmallForwardParams {
+  const void* input;     // batch x features, row-major
+  const void* weights;   // 3*state x (state + features), row-major
+  const void* bias;      // 3*state
+  const void* old_h;     // batch x state, row-major
+  const void* old_cell;  // batch x state, row-major
+  void* X;               // batch x (state + features), written in full: [old_h, input]
+  void* gates;           // batch x 3*state, written in full: X W^T + bias
+  void* new_h;           // batch x state, written in full
+  void* new_cell;        // batch x state, written in full
+  int64_t batch, features, state;
 };
 
 struct LltmBackwardParams {
@@ -32,4 +51,6 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
 // Each returns nullptr on success, else CUDA's error string. aligned: every pointer is 16-byte
 // aligned (then a state that fills whole 16-byte vectors uses them).
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
+// 1 <= batch <= kLltmSmallBatch, state >= 1; no alignment needed.
+const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* lltm_backward_cuda(const LltmBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
