@@ -173,11 +173,11 @@ def test_lltm_small_batch_forward_reads_strided_views_and_returns_x_and_gates(ke
     op = k.spec.SPEC.op("lltm")
     features, state = 19, 40
     input, weights, bias, old_h, old_cell = lltm_inputs(k, batch, features, state, dtype, seed=batch)
-    wide = torch.zeros(batch, features + 3, dtype=dtype, device="cuda")
-    wide[:, 3:] = input
+    wide = torch.zeros(batch, 2 * features, dtype=dtype, device="cuda")
+    wide[:, ::2] = input
     tall = torch.zeros(2 * batch, state, dtype=dtype, device="cuda")
     tall[::2] = old_h
-    views = (wide[:, 3:], weights.t().contiguous().t(), bias, tall[::2], old_cell)
+    views = (wide[:, ::2], weights.t().contiguous().t(), bias, tall[::2], old_cell)
     assert not views[0].is_contiguous() and not views[1].is_contiguous()
     new_h, new_cell, X, gates = k.lltm_forward(*views)
     assert torch.equal(X, torch.cat([old_h, input], 1))
@@ -186,6 +186,27 @@ def test_lltm_small_batch_forward_reads_strided_views_and_returns_x_and_gates(ke
     ref_h, ref_c = k.spec.reference(*up)
     close(new_h, ref_h, op.tolerance(dtype), "new_h")
     close(new_cell, ref_c, op.tolerance(dtype), "new_cell")
+
+
+@pytest.mark.parametrize("batch", [1, 16, 32])  # the small-batch backward: a lane a row, up to a full warp
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float64], ids=str)
+def test_lltm_small_batch_backward_matches_autograd_with_strided_gradients(kernels, dtype, batch):
+    k = kernels["lltm"]
+    op = k.spec.SPEC.op("lltm")
+    args = lltm_inputs(k, batch, 19, 40, dtype, seed=batch)
+    outs = k.lltm_forward(*args)
+    gen = torch.Generator().manual_seed(batch + 1)
+    grad_h, grad_cell = (torch.randn(40, batch, generator=gen, dtype=torch.float64).to("cuda", dtype).t() for _ in range(2))
+    assert batch == 1 or not grad_h.is_contiguous()
+    grads = dict(zip((r.name for r in k.op("lltm_backward").default._schema.returns),
+                     k.lltm_backward(*lltm_backward_args(k, args, grad_h, grad_cell, outs))))
+    up = [a.to(torch.float64).requires_grad_() for a in args]
+    ref_grads = torch.autograd.grad(k.spec.reference(*up), up, (grad_h.double(), grad_cell.double()))
+    ref = dict(zip(("grad_input", "grad_weights", "grad_bias", "grad_old_h", "grad_old_cell"), ref_grads))
+    ref["grad_X"] = torch.cat([ref["grad_old_h"], ref["grad_input"]], 1)
+    assert {"grad_X", "grad_weights", "grad_bias", "grad_old_cell"} == set(grads)
+    for name, g in grads.items():
+        close(g, ref[name], op.tolerance(dtype, grad=True), name)
 
 
 # ---- the large sizes ----------------------------------------------------------------------

@@ -5,9 +5,10 @@
 // One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
 // rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
 // kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
-// ATen forward: one kernel does the product and the cell (lltm.h, kLltmSmallBatch). X is returned and saved for
-// backward; X's gradient goes back whole and ops.py hands out its two column blocks as old_h's
-// and input's gradients (views, no copy).
+// ATen: one kernel does the forward's product and cell, one the backward's cell and weight
+// gradient (lltm.h, lltm_small_forward_fits).
+// X is returned and saved for backward; X's gradient goes back whole and ops.py hands out its
+// two column blocks as old_h's and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/addmm.h>
@@ -163,7 +164,7 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
 #ifdef KWB_WITH_CUDA
 constexpr std::initializer_list<at::ScalarType> kCudaTypes = {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
 
-// One launch for the product and the cell (lltm.h, kLltmSmallBatch).
+// One launch for the product and the cell (lltm.h, lltm_small_forward_fits).
 Forward lltm_forward_small(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                            const at::Tensor& old_h, const at::Tensor& old_cell, int64_t B, int64_t I, int64_t S) {
   const at::Tensor in = kwb::contiguous(input), w = kwb::contiguous(weights), b = kwb::contiguous(bias),
@@ -182,7 +183,8 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   check_args(kForward, input, weights, bias, old_h, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(input.device());
   const int64_t B = input.size(0), I = input.size(1), S = old_h.size(1);
-  if (B >= 1 && B <= kLltmSmallBatch && S >= 1) return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
+  if (lltm_small_forward_fits(B, I, S, input.scalar_type() == at::kDouble ? 8 : 4))
+    return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
   const at::Tensor X = at::cat({old_h, input}, 1);
   const at::Tensor gates = at::addmm(bias, X, weights.t());
   const at::Tensor cc = kwb::contiguous(old_cell);
@@ -194,14 +196,32 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   return {new_h, new_cell, X, gates};
 }
 
+// One kernel for the cell, the bias's and the weights' gradients, and X's gradient as one product
+// (lltm.h, lltm_small_forward_fits).
+Backward lltm_backward_small(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& X,
+                             const at::Tensor& gates, const at::Tensor& weights, const at::Tensor& old_cell,
+                             int64_t B, int64_t I, int64_t S) {
+  const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), x = kwb::contiguous(X),
+                   zc = kwb::contiguous(gates), cc = kwb::contiguous(old_cell);
+  at::Tensor grad_gates = at::empty({B, 3 * S}, cc.options()), grad_old_cell = at::empty({B, S}, cc.options());
+  at::Tensor grad_bias = at::empty({3 * S}, cc.options()), grad_weights = at::empty({3 * S, S + I}, cc.options());
+  const LltmSmallBackwardParams p{dh.const_data_ptr(), dc.const_data_ptr(), x.const_data_ptr(), zc.const_data_ptr(),
+                                  cc.const_data_ptr(), grad_gates.mutable_data_ptr(), grad_old_cell.mutable_data_ptr(),
+                                  grad_bias.mutable_data_ptr(), grad_weights.mutable_data_ptr(), B, I, S};
+  KWB_CHECK_LAUNCH(kBackward, lltm_backward_small_cuda(p, kwb::to_dtype(cc.scalar_type()), kwb::current_stream(cc)));
+  return {at::mm(grad_gates, weights), grad_weights, grad_bias, grad_old_cell};
+}
+
 Backward lltm_backward_cuda_op(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& X,
                                const at::Tensor& gates, const at::Tensor& weights, const at::Tensor& bias,
                                const at::Tensor& old_cell) {
   check_backward_args(grad_h, grad_cell, X, gates, weights, bias, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(old_cell.device());
+  const int64_t B = old_cell.size(0), S = old_cell.size(1);
+  if (lltm_small_forward_fits(B, X.size(1) - S, S, old_cell.scalar_type() == at::kDouble ? 8 : 4))
+    return lltm_backward_small(grad_h, grad_cell, X, gates, weights, old_cell, B, X.size(1) - S, S);
   const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), zc = kwb::contiguous(gates),
                    cc = kwb::contiguous(old_cell);
-  const int64_t B = old_cell.size(0), S = old_cell.size(1);
   at::Tensor grad_gates = at::empty({B, 3 * S}, gates.options());
   at::Tensor grad_old_cell = at::empty({B, S}, old_cell.options());
   at::Tensor grad_bias = at::empty({3 * S}, bias.options());

@@ -1,5 +1,6 @@
 // lltm CUDA kernels: everything of the LLTM cell around its matrix product, one kernel each way;
-// for batches of up to kLltmSmallBatch rows, one forward kernel that does the product as well.
+// for small batches (lltm.h, lltm_small_forward_fits), a forward kernel that does the product as
+// well and a backward kernel that does the weights' gradient.
 //
 // Forward: one pass reads the three gate blocks (bias added by the product's epilogue:
 // addmm through cuBLASLt) and old_cell, and writes new_h and
@@ -89,28 +90,34 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
 
 constexpr int kSmallThreads = 128;
 
-// Small batches: the product, the bias and the cell in one launch. A warp takes a unit j (grid
-// stride): its lanes split the K = state + features columns of W's rows j, S + j, 2S + j and of
-// kRows rows of X at a time, the warp sums the 3 x kRows partial dots, and lane r finishes row
-// b0 + r. X is read where it lies (old_h's or input's row) and also written out, for backward.
-// Accumulation is fp32 for half types (as cuBLAS's), and the gates are rounded to T before the
-// cell reads them, as the product-then-cell path does.
+// Small batches: the product, the bias and the cell in one launch. Each block first copies X =
+// [old_h, input] into shared memory as A (every load independent: one trip to memory, not one a
+// column step), and block 0 writes X out for backward. Then a warp takes a unit j: its lanes split
+// the K = state + features columns of W's rows j, S + j, 2S + j and of kRows rows of X at a time,
+// the warp sums the 3 x kRows partial dots, and lane r finishes row b0 + r. Accumulation is in A
+// (fp32 for half types, as cuBLAS's), and the gates are rounded to T before the cell reads them, as
+// the product-then-cell path does.
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
+  extern __shared__ unsigned char smem[];
+  A* xs = reinterpret_cast<A*>(smem);  // batch x K
   const int64_t B = p.batch, F = p.features, S = p.state, K = S + F;
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
-  const T* W = static_cast<const T*>(p.weights);
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   T* X = static_cast<T*>(p.X);
-  for (int64_t e = thread; e < B * K; e += threads) {
+#pragma unroll 4
+  for (int64_t e = threadIdx.x; e < B * K; e += blockDim.x) {
     const int64_t b = e / K, k = e - b * K;
-    X[e] = k < S ? h[b * S + k] : in[b * F + (k - S)];
+    const T v = k < S ? h[b * S + k] : in[b * F + (k - S)];
+    xs[e] = kwb::to_acc<A>(v);
+    if (blockIdx.x == 0) X[e] = v;
   }
+  __syncthreads();
+  const T* W = static_cast<const T*>(p.weights);
   const int lane = threadIdx.x % 32;
-  for (int64_t j = thread / 32; j < S; j += threads / 32) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; j < S; j += warps) {
     const T* wi = W + j * K;
     const T* wo = W + (S + j) * K;
     const T* wg = W + (2 * S + j) * K;
@@ -118,15 +125,14 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
       A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
-#pragma unroll 2
+#pragma unroll 4
       for (int64_t k = lane; k < K; k += 32) {
         const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
-        const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
-        const int64_t stride = k < S ? S : F;
+        const A* col = xs + b0 * K + k;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           if (b0 + r < B) {
-            const A x = kwb::to_acc<A>(col[r * stride]);
+            const A x = col[r * K];
             ai[r] += w0 * x;
             ao[r] += w1 * x;
             ag[r] += w2 * x;
@@ -148,6 +154,78 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
       const int64_t b = b0 + lane;
       if (lane < kRows && b < B) finish_row<T>(p, b, j, zi, zo, zg);
     }
+  }
+}
+
+// Small batches, backward: a warp takes a unit j and lane b its batch row b (batch <= 32): the
+// cell's backward for (b, j) as backward_kernel's, the bias gradient as a warp sum, then the
+// weights' gradient rows j, S + j, 2S + j: lanes split X's K columns, each summing the batch's
+// rounded gate gradients times X (what mm(grad_gates^T, X) computes) from shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmallBackwardParams p) {
+  using A = kwb::acc_t<T>;
+  constexpr int kWarps = kSmallThreads / 32;
+  extern __shared__ unsigned char smem[];
+  A* xs = reinterpret_cast<A*>(smem);  // batch x K
+  __shared__ A dz[kWarps][3][32];      // each warp's unit: the batch's rounded gate gradients
+  const int64_t B = p.batch, S = p.state, K = S + p.features;
+  const T* X = static_cast<const T*>(p.X);
+#pragma unroll 4
+  for (int64_t e = threadIdx.x; e < B * K; e += blockDim.x) xs[e] = kwb::to_acc<A>(X[e]);
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp; j < S; j += warps) {
+    A si = A(0), so = A(0), sg = A(0);
+    if (lane < B) {
+      const int64_t b = lane;
+      const T* z = static_cast<const T*>(p.gates) + b * 3 * S + j;
+      const A zi = kwb::to_acc<A>(z[0]), zo = kwb::to_acc<A>(z[S]), zg = kwb::to_acc<A>(z[2 * S]);
+      const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
+      const A tc = tanh_(kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g);
+      const A gh = kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]);
+      const A gc = kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]) + gh * o * (A(1) - tc * tc);
+      si = gc * g * i * (A(1) - i);
+      so = gh * tc * o * (A(1) - o);
+      sg = gc * i * (zg > A(0) ? A(1) : exp_(zg));
+      const T ti = kwb::from_acc<T>(si), to = kwb::from_acc<T>(so), tg = kwb::from_acc<T>(sg);
+      T* gz = static_cast<T*>(p.grad_gates) + b * 3 * S + j;
+      gz[0] = ti;
+      gz[S] = to;
+      gz[2 * S] = tg;
+      static_cast<T*>(p.grad_old_cell)[b * S + j] = kwb::from_acc<T>(gc);
+      dz[warp][0][lane] = kwb::to_acc<A>(ti);
+      dz[warp][1][lane] = kwb::to_acc<A>(to);
+      dz[warp][2][lane] = kwb::to_acc<A>(tg);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      si += __shfl_xor_sync(0xffffffffu, si, o);
+      so += __shfl_xor_sync(0xffffffffu, so, o);
+      sg += __shfl_xor_sync(0xffffffffu, sg, o);
+    }
+    if (lane == 0) {
+      T* gb = static_cast<T*>(p.grad_bias) + j;
+      gb[0] = kwb::from_acc<T>(si);
+      gb[S] = kwb::from_acc<T>(so);
+      gb[2 * S] = kwb::from_acc<T>(sg);
+    }
+    __syncwarp();
+    T* gw = static_cast<T*>(p.grad_weights);
+#pragma unroll 2
+    for (int64_t k = lane; k < K; k += 32) {
+      A wi = A(0), wo = A(0), wg = A(0);
+      for (int64_t b = 0; b < B; ++b) {
+        const A x = xs[b * K + k];
+        wi += dz[warp][0][b] * x;
+        wo += dz[warp][1][b] * x;
+        wg += dz[warp][2][b] * x;
+      }
+      gw[j * K + k] = kwb::from_acc<T>(wi);
+      gw[(S + j) * K + k] = kwb::from_acc<T>(wo);
+      gw[(2 * S + j) * K + k] = kwb::from_acc<T>(wg);
+    }
+    __syncwarp();  // dz is rewritten by the warp's next unit
   }
 }
 
@@ -229,11 +307,22 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 template <typename T>
 const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) {
   constexpr int kWarps = kSmallThreads / 32;
-  const int64_t blocks = (p.state + kWarps - 1) / kWarps, cap = static_cast<int64_t>(kwb::sm_count()) * 16;
-  const unsigned grid = static_cast<unsigned>(blocks < cap ? blocks : cap);
+  const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
+  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  const size_t smem = static_cast<size_t>(p.batch * (p.state + p.features)) * sizeof(kwb::acc_t<T>);
   // 4 rows a pass at tiny batches: the warp's sums are 3 x kRows shuffle reductions
-  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, 0, stream>>>(p);
-  else forward_small_kernel<T, 16><<<grid, kSmallThreads, 0, stream>>>(p);
+  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, smem, stream>>>(p);
+  else forward_small_kernel<T, 16><<<grid, kSmallThreads, smem, stream>>>(p);
+  return kwb::last_launch_error();
+}
+
+template <typename T>
+const char* backward_small(const LltmSmallBackwardParams& p, cudaStream_t stream) {
+  constexpr int kWarps = kSmallThreads / 32;
+  const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
+  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
+  const size_t smem = static_cast<size_t>(p.batch * (p.state + p.features)) * sizeof(kwb::acc_t<T>);
+  backward_small_kernel<T><<<grid, kSmallThreads, smem, stream>>>(p);
   return kwb::last_launch_error();
 }
 
@@ -264,6 +353,10 @@ const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool
 
 const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream) {
   return KWB_DTYPE_SWITCH(dtype, T, [&] { return forward_small<T>(p, stream); });
+}
+
+const char* lltm_backward_small_cuda(const LltmSmallBackwardParams& p, kwb::DType dtype, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] { return backward_small<T>(p, stream); });
 }
 
 const char* lltm_backward_cuda(const LltmBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

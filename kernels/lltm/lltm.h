@@ -20,6 +20,14 @@ struct LltmForwardParams {
 // the tutorial's 16 / 32 / 128, cat + addmm + the cell kernel were three launches and 14 us on
 // the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md).
 constexpr int64_t kLltmSmallBatch = 32;
+// ... and X = [old_h, input] must fit one block's shared memory in the accumulation type (float,
+// double for fp64), which each block keeps a copy of: 44 KB, under the 48 KB a launch may ask for
+// without opting in, beside the backward's 3 KB of gate gradients. The backward of such a step
+// is one kernel and one product (grad_X) too.
+constexpr int64_t kLltmSmallXBytes = 44 * 1024;
+inline bool lltm_small_forward_fits(int64_t batch, int64_t features, int64_t state, int64_t acc_bytes) {
+  return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) * acc_bytes <= kLltmSmallXBytes;
+}
 
 struct LltmSmallForwardParams {
   const void* input;     // batch x features, row-major
@@ -31,6 +39,19 @@ struct LltmSmallForwardParams {
   void* gates;           // batch x 3*state, written in full: X W^T + bias
   void* new_h;           // batch x state, written in full
   void* new_cell;        // batch x state, written in full
+  int64_t batch, features, state;
+};
+
+struct LltmSmallBackwardParams {
+  const void* grad_h;     // dL/dnew_h, batch x state, row-major
+  const void* grad_cell;  // dL/dnew_cell, batch x state, row-major
+  const void* X;          // the forward's [old_h, input], batch x K (K = state + features), row-major
+  const void* gates;      // the forward's gates, batch x 3*state, row-major
+  const void* old_cell;   // batch x state, row-major
+  void* grad_gates;       // batch x 3*state, written in full (X's gradient is grad_gates W)
+  void* grad_old_cell;    // batch x state, written in full
+  void* grad_bias;        // 3*state, written in full
+  void* grad_weights;     // 3*state x K, written in full: grad_gates^T X
   int64_t batch, features, state;
 };
 
@@ -51,6 +72,8 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
 // Each returns nullptr on success, else CUDA's error string. aligned: every pointer is 16-byte
 // aligned (then a state that fills whole 16-byte vectors uses them).
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
-// 1 <= batch <= kLltmSmallBatch, state >= 1; no alignment needed.
+// For lltm_small_forward_fits's shapes; no alignment needed.
 const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* lltm_backward_cuda(const LltmBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
+// For lltm_small_forward_fits's shapes: the cell's backward, the bias's and the weights' gradients.
+const char* lltm_backward_small_cuda(const LltmSmallBackwardParams& p, kwb::DType dtype, cudaStream_t stream);
