@@ -90,70 +90,90 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
 
 constexpr int kSmallThreads = 128;
 
-// Small batches: the product, the bias and the cell in one launch. Each block first copies X =
-// [old_h, input] into shared memory as A (every load independent: one trip to memory, not one a
-// column step), and block 0 writes X out for backward. Then a warp takes a unit j: its lanes split
-// the K = state + features columns of W's rows j, S + j, 2S + j and of kRows rows of X at a time,
-// the warp sums the 3 x kRows partial dots, and lane r finishes row b0 + r. Accumulation is in A
-// (fp32 for half types, as cuBLAS's), and the gates are rounded to T before the cell reads them, as
-// the product-then-cell path does.
-template <typename T, int kRows>
+// Small batches: the product, the bias and the cell in one launch, a warp a unit j (grid: one
+// warp for each). The warp's lanes split the K = state + features columns of W's rows j, S + j,
+// 2S + j and of X's rows; the warp sums the 3 x kRows partial dots of kRows rows at a time, and
+// lane r finishes row b0 + r. Latency is the cost at these sizes, so every global load is issued
+// before any is waited on: W's values first (into registers when K <= 32 * kWRegs), then X =
+// [old_h, input] copied into shared memory as A, which block 0 also writes out for backward.
+// Accumulation is in A (fp32 for half types, as cuBLAS's), and the gates are rounded to T
+// before the cell reads them, as the product-then-cell path does.
+constexpr int kRows = 16;   // rows a pass: up to 2 passes at 32
+constexpr int kWRegs = 8;   // W's values a lane holds per gate row: K up to 256 in registers
+
+template <typename T, bool kWInRegs>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
   extern __shared__ unsigned char smem[];
   A* xs = reinterpret_cast<A*>(smem);  // batch x K
-  const int64_t B = p.batch, F = p.features, S = p.state, K = S + F;
+  // int indices: batch * K fits shared memory, and K * 3 * state is W's size
+  const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
+  const int lane = threadIdx.x % 32;
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * (kSmallThreads / 32) + threadIdx.x / 32;
+  const T* wi = static_cast<const T*>(p.weights) + j * K;
+  const T* wo = wi + static_cast<int64_t>(S) * K;
+  const T* wg = wo + static_cast<int64_t>(S) * K;
+  A w[3][kWInRegs ? kWRegs : 1];
+  if constexpr (kWInRegs) {
+#pragma unroll
+    for (int i = 0; i < kWRegs; ++i) {
+      const int k = lane + 32 * i;
+      const bool live = j < S && k < K;
+      w[0][i] = live ? kwb::to_acc<A>(__ldg(wi + k)) : A(0);
+      w[1][i] = live ? kwb::to_acc<A>(__ldg(wo + k)) : A(0);
+      w[2][i] = live ? kwb::to_acc<A>(__ldg(wg + k)) : A(0);
+    }
+  }
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
   T* X = static_cast<T*>(p.X);
-#pragma unroll 4
-  for (int64_t e = threadIdx.x; e < B * K; e += blockDim.x) {
-    const int64_t b = e / K, k = e - b * K;
-    const T v = k < S ? h[b * S + k] : in[b * F + (k - S)];
-    xs[e] = kwb::to_acc<A>(v);
-    if (blockIdx.x == 0) X[e] = v;
-  }
+  for (int b = 0; b < B; ++b)  // row by row: no division an element
+#pragma unroll 2
+    for (int k = threadIdx.x; k < K; k += kSmallThreads) {
+      const T v = k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
+      xs[b * K + k] = kwb::to_acc<A>(v);
+      if (blockIdx.x == 0) X[b * K + k] = v;
+    }
   __syncthreads();
-  const T* W = static_cast<const T*>(p.weights);
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; j < S; j += warps) {
-    const T* wi = W + j * K;
-    const T* wo = W + (S + j) * K;
-    const T* wg = W + (2 * S + j) * K;
-    for (int64_t b0 = 0; b0 < B; b0 += kRows) {
-      A ai[kRows], ao[kRows], ag[kRows];
+  if (j >= S) return;
+  for (int b0 = 0; b0 < B; b0 += kRows) {
+    A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
-#pragma unroll 4
-      for (int64_t k = lane; k < K; k += 32) {
-        const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
-        const A* col = xs + b0 * K + k;
+    for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
+    auto add = [&](int k, A w0, A w1, A w2) {
+      const A* col = xs + b0 * K + k;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          if (b0 + r < B) {
-            const A x = col[r * K];
-            ai[r] += w0 * x;
-            ao[r] += w1 * x;
-            ag[r] += w2 * x;
-          }
+      for (int r = 0; r < kRows; ++r) {
+        if (b0 + r < B) {
+          const A x = col[r * K];
+          ai[r] += w0 * x;
+          ao[r] += w1 * x;
+          ag[r] += w2 * x;
         }
       }
+    };
+    if constexpr (kWInRegs) {
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
-          ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
-          ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
-        }
-      A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
-      const int64_t b = b0 + lane;
-      if (lane < kRows && b < B) finish_row<T>(p, b, j, zi, zo, zg);
+      for (int i = 0; i < kWRegs; ++i)
+        if (lane + 32 * i < K) add(lane + 32 * i, w[0][i], w[1][i], w[2][i]);
+    } else {
+#pragma unroll 4
+      for (int k = lane; k < K; k += 32)
+        add(k, kwb::to_acc<A>(__ldg(wi + k)), kwb::to_acc<A>(__ldg(wo + k)), kwb::to_acc<A>(__ldg(wg + k)));
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
+        ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
+        ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+      }
+    A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
+    if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg);
   }
 }
 
@@ -170,8 +190,9 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
   __shared__ A dz[kWarps][3][32];      // each warp's unit: the batch's rounded gate gradients
   const int64_t B = p.batch, S = p.state, K = S + p.features;
   const T* X = static_cast<const T*>(p.X);
+  const int n = static_cast<int>(B * K);  // fits shared memory
 #pragma unroll 4
-  for (int64_t e = threadIdx.x; e < B * K; e += blockDim.x) xs[e] = kwb::to_acc<A>(X[e]);
+  for (int e = threadIdx.x; e < n; e += blockDim.x) xs[e] = kwb::to_acc<A>(__ldg(X + e));
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
@@ -310,9 +331,8 @@ const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) 
   const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
   const size_t smem = static_cast<size_t>(p.batch * (p.state + p.features)) * sizeof(kwb::acc_t<T>);
-  // 4 rows a pass at tiny batches: the warp's sums are 3 x kRows shuffle reductions
-  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, smem, stream>>>(p);
-  else forward_small_kernel<T, 16><<<grid, kSmallThreads, smem, stream>>>(p);
+  if (p.state + p.features <= 32 * kWRegs) forward_small_kernel<T, true><<<grid, kSmallThreads, smem, stream>>>(p);
+  else forward_small_kernel<T, false><<<grid, kSmallThreads, smem, stream>>>(p);
   return kwb::last_launch_error();
 }
 
