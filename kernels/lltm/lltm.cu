@@ -70,22 +70,45 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   }
 }
 
-// Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell.
+// Lane r's end of forward_small_kernel: the bias (bi, bo, bg), the rounded gates, the cell
+// (c: old_cell[b, j]), all read before the product.
 template <typename T, typename A>
-__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg) {
+__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg,
+                                           A bi, A bo, A bg, A c) {
   const int64_t S = p.state;
-  const T* bias = static_cast<const T*>(p.bias);
-  const T ti = kwb::from_acc<T>(zi + kwb::to_acc<A>(bias[j]));
-  const T to = kwb::from_acc<T>(zo + kwb::to_acc<A>(bias[S + j]));
-  const T tg = kwb::from_acc<T>(zg + kwb::to_acc<A>(bias[2 * S + j]));
+  const T ti = kwb::from_acc<T>(zi + bi), to = kwb::from_acc<T>(zo + bo), tg = kwb::from_acc<T>(zg + bg);
   T* gates = static_cast<T*>(p.gates) + b * 3 * S + j;
   gates[0] = ti;
   gates[S] = to;
   gates[2 * S] = tg;
   const A i = sigmoid(kwb::to_acc<A>(ti)), o = sigmoid(kwb::to_acc<A>(to)), g = elu(kwb::to_acc<A>(tg));
-  const A nc = kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g;
+  const A nc = c + i * g;
   static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(nc);
   static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(tanh_(nc) * o);
+}
+
+// Copies n elements into shared memory as A, element e = load(e), kStage loads in flight a
+// thread: a loop that waited on each load before its store paid one trip to memory a step
+// (the forward at 16 / 32 / 128 took 18 us that way, 10 us loading X in its product loop).
+template <int kThreads, typename A, typename Load, typename Put>
+__device__ __forceinline__ void stage(int n, A* xs, Load load, Put put) {
+  constexpr int kStage = 16;
+  for (int base = 0; base < n; base += kThreads * kStage) {
+    decltype(load(0)) v[kStage];
+#pragma unroll
+    for (int i = 0; i < kStage; ++i) {
+      const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
+      if (e < n) v[i] = load(e);
+    }
+#pragma unroll
+    for (int i = 0; i < kStage; ++i) {
+      const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
+      if (e < n) {
+        xs[e] = kwb::to_acc<A>(v[i]);
+        put(e, v[i]);
+      }
+    }
+  }
 }
 
 constexpr int kSmallThreads = 128;
@@ -98,7 +121,8 @@ constexpr int kSmallThreads = 128;
 // [old_h, input] copied into shared memory as A, which block 0 also writes out for backward.
 // Accumulation is in A (fp32 for half types, as cuBLAS's), and the gates are rounded to T
 // before the cell reads them, as the product-then-cell path does.
-constexpr int kRows = 16;   // rows a pass: up to 2 passes at 32
+constexpr int kRows = 16;   // rows a pass: 2 passes at 32 (kLltmSmallBatch)
+static_assert(kLltmSmallBatch <= 2 * kRows, "forward_small_kernel reads old_cell ahead for 2 passes");
 constexpr int kWRegs = 8;   // W's values a lane holds per gate row: K up to 256 in registers
 
 template <typename T, bool kWInRegs>
@@ -124,18 +148,32 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
       w[2][i] = live ? kwb::to_acc<A>(__ldg(wg + k)) : A(0);
     }
   }
+  // the bias and old_cell for the end: lane r finishes rows r and kRows + r
+  const T* bias = static_cast<const T*>(p.bias);
+  const T* cell = static_cast<const T*>(p.old_cell);
+  const bool unit = j < S;
+  const A bi = unit ? kwb::to_acc<A>(__ldg(bias + j)) : A(0), bo = unit ? kwb::to_acc<A>(__ldg(bias + S + j)) : A(0),
+          bg = unit ? kwb::to_acc<A>(__ldg(bias + 2 * S + j)) : A(0);
+  A c[2];
+#pragma unroll
+  for (int pass = 0; pass < 2; ++pass) {
+    const int b = pass * kRows + lane;
+    c[pass] = unit && lane < kRows && b < B ? kwb::to_acc<A>(__ldg(cell + static_cast<int64_t>(b) * S + j)) : A(0);
+  }
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
   T* X = static_cast<T*>(p.X);
-  for (int b = 0; b < B; ++b)  // row by row: no division an element
-#pragma unroll 2
-    for (int k = threadIdx.x; k < K; k += kSmallThreads) {
-      const T v = k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
-      xs[b * K + k] = kwb::to_acc<A>(v);
-      if (blockIdx.x == 0) X[b * K + k] = v;
-    }
+  stage<kSmallThreads>(
+      B * K, xs,
+      [&](int e) {
+        const int b = e / K, k = e - b * K;
+        return k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
+      },
+      [&](int e, T v) {
+        if (blockIdx.x == 0) X[e] = v;
+      });
   __syncthreads();
-  if (j >= S) return;
+  if (!unit) return;
   for (int b0 = 0; b0 < B; b0 += kRows) {
     A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
@@ -157,7 +195,7 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
       for (int i = 0; i < kWRegs; ++i)
         if (lane + 32 * i < K) add(lane + 32 * i, w[0][i], w[1][i], w[2][i]);
     } else {
-#pragma unroll 4
+#pragma unroll 2
       for (int k = lane; k < K; k += 32)
         add(k, kwb::to_acc<A>(__ldg(wi + k)), kwb::to_acc<A>(__ldg(wo + k)), kwb::to_acc<A>(__ldg(wg + k)));
     }
@@ -173,7 +211,7 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
       if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
-    if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg);
+    if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg, bi, bo, bg, b0 == 0 ? c[0] : c[1]);
   }
 }
 
@@ -190,9 +228,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
   __shared__ A dz[kWarps][3][32];      // each warp's unit: the batch's rounded gate gradients
   const int64_t B = p.batch, S = p.state, K = S + p.features;
   const T* X = static_cast<const T*>(p.X);
-  const int n = static_cast<int>(B * K);  // fits shared memory
-#pragma unroll 4
-  for (int e = threadIdx.x; e < n; e += blockDim.x) xs[e] = kwb::to_acc<A>(__ldg(X + e));
+  stage<kSmallThreads>(static_cast<int>(B * K), xs, [&](int e) { return __ldg(X + e); }, [](int, T) {});
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
