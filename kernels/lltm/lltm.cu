@@ -88,8 +88,8 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
 }
 
 // Copies n elements into shared memory as A, element e = load(e), kStage loads in flight a
-// thread: a loop that waited on each load before its store paid one trip to memory a step
-// (the forward at 16 / 32 / 128 took 18 us that way, 10 us loading X in its product loop).
+// thread: a loop that waits on each load before its store pays one trip to memory a step (the
+// forward took 18 us at 16 / 32 / 128 when it staged X that way).
 template <int kThreads, typename A, typename Load, typename Put>
 __device__ __forceinline__ void stage(int n, A* xs, Load load, Put put) {
   constexpr int kStage = 16;
@@ -115,12 +115,13 @@ constexpr int kSmallThreads = 128;
 
 // Small batches: the product, the bias and the cell in one launch, a warp a unit j (grid: one
 // warp for each). The warp's lanes split the K = state + features columns of W's rows j, S + j,
-// 2S + j and of X's rows; the warp sums the 3 x kRows partial dots of kRows rows at a time, and
-// lane r finishes row b0 + r. Latency is the cost at these sizes, so every global load is issued
-// before any is waited on: W's values first (into registers when K <= 32 * kWRegs), then X =
-// [old_h, input] copied into shared memory as A, which block 0 also writes out for backward.
+// 2S + j and of X's rows, read where they lie (old_h's or input's row); the warp sums the
+// 3 x kRows partial dots of kRows rows at a time, and lane r finishes row b0 + r. Latency is the
+// cost at these sizes, so W's values (into registers when K <= 32 * kWRegs), the bias and old_cell
+// are read first, all in flight together. X goes out for backward from the whole grid.
 // Accumulation is in A (fp32 for half types, as cuBLAS's), and the gates are rounded to T
-// before the cell reads them, as the product-then-cell path does.
+// before the cell reads them, as the product-then-cell path does. (X staged in shared memory
+// first was slower: 12.8-14.2 us against 10.0 at 16 / 32 / 128, kernels/lltm/NOTES.md.)
 constexpr int kRows = 16;   // rows a pass: 2 passes at 32 (kLltmSmallBatch)
 static_assert(kLltmSmallBatch <= 2 * kRows, "forward_small_kernel reads old_cell ahead for 2 passes");
 constexpr int kWRegs = 8;   // W's values a lane holds per gate row: K up to 256 in registers
@@ -128,9 +129,7 @@ constexpr int kWRegs = 8;   // W's values a lane holds per gate row: K up to 256
 template <typename T, bool kWInRegs>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
-  extern __shared__ unsigned char smem[];
-  A* xs = reinterpret_cast<A*>(smem);  // batch x K
-  // int indices: batch * K fits shared memory, and K * 3 * state is W's size
+  // int indices: batch * K is bounded (lltm_small_forward_fits), W's rows are 64-bit offsets
   const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
   const int lane = threadIdx.x % 32;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * (kSmallThreads / 32) + threadIdx.x / 32;
@@ -163,27 +162,23 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
   T* X = static_cast<T*>(p.X);
-  stage<kSmallThreads>(
-      B * K, xs,
-      [&](int e) {
-        const int b = e / K, k = e - b * K;
-        return k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
-      },
-      [&](int e, T v) {
-        if (blockIdx.x == 0) X[e] = v;
-      });
-  __syncthreads();
+  const int thread = blockIdx.x * kSmallThreads + threadIdx.x, threads = gridDim.x * kSmallThreads;
+  for (int e = thread; e < B * K; e += threads) {  // X out for backward, spread over the grid
+    const int b = e / K, k = e - b * K;
+    X[e] = k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
+  }
   if (!unit) return;
   for (int b0 = 0; b0 < B; b0 += kRows) {
     A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
     auto add = [&](int k, A w0, A w1, A w2) {
-      const A* col = xs + b0 * K + k;
+      const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);  // X[b0, k], where it lies
+      const int stride = k < S ? S : F;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         if (b0 + r < B) {
-          const A x = col[r * K];
+          const A x = kwb::to_acc<A>(__ldg(col + r * stride));
           ai[r] += w0 * x;
           ao[r] += w1 * x;
           ag[r] += w2 * x;
@@ -366,9 +361,8 @@ const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) 
   constexpr int kWarps = kSmallThreads / 32;
   const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
   const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  const size_t smem = static_cast<size_t>(p.batch * (p.state + p.features)) * sizeof(kwb::acc_t<T>);
-  if (p.state + p.features <= 32 * kWRegs) forward_small_kernel<T, true><<<grid, kSmallThreads, smem, stream>>>(p);
-  else forward_small_kernel<T, false><<<grid, kSmallThreads, smem, stream>>>(p);
+  if (p.state + p.features <= 32 * kWRegs) forward_small_kernel<T, true><<<grid, kSmallThreads, 0, stream>>>(p);
+  else forward_small_kernel<T, false><<<grid, kSmallThreads, 0, stream>>>(p);
   return kwb::last_launch_error();
 }
 

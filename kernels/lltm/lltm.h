@@ -21,9 +21,9 @@ struct LltmForwardParams {
 // the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md).
 constexpr int64_t kLltmSmallBatch = 32;
 // ... and X = [old_h, input] must fit one block's shared memory in the accumulation type (float,
-// double for fp64), which each block keeps a copy of: 44 KB, under the 48 KB a launch may ask for
-// without opting in, beside the backward's 3 KB of gate gradients. The backward of such a step
-// is one kernel and one product (grad_X) too.
+// double for fp64), where each block of the backward keeps a copy: 44 KB, under the 48 KB a launch
+// may ask for without opting in, beside its 3 KB of gate gradients. The backward of such a step
+// is one kernel and one product (grad_X).
 constexpr int64_t kLltmSmallXBytes = 44 * 1024;
 inline bool lltm_small_forward_fits(int64_t batch, int64_t features, int64_t state, int64_t acc_bytes) {
   return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) * acc_bytes <= kLltmSmallXBytes;
