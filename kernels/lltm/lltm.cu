@@ -70,143 +70,108 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   }
 }
 
-// Lane r's end of forward_small_kernel: the bias (bi, bo, bg), the rounded gates, the cell
-// (c: old_cell[b, j]), all read before the product.
+// Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell.
 template <typename T, typename A>
-__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg,
-                                           A bi, A bo, A bg, A c) {
+__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg) {
   const int64_t S = p.state;
-  const T ti = kwb::from_acc<T>(zi + bi), to = kwb::from_acc<T>(zo + bo), tg = kwb::from_acc<T>(zg + bg);
+  const T* bias = static_cast<const T*>(p.bias);
+  const T ti = kwb::from_acc<T>(zi + kwb::to_acc<A>(bias[j]));
+  const T to = kwb::from_acc<T>(zo + kwb::to_acc<A>(bias[S + j]));
+  const T tg = kwb::from_acc<T>(zg + kwb::to_acc<A>(bias[2 * S + j]));
   T* gates = static_cast<T*>(p.gates) + b * 3 * S + j;
   gates[0] = ti;
   gates[S] = to;
   gates[2 * S] = tg;
   const A i = sigmoid(kwb::to_acc<A>(ti)), o = sigmoid(kwb::to_acc<A>(to)), g = elu(kwb::to_acc<A>(tg));
-  const A nc = c + i * g;
+  const A nc = kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g;
   static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(nc);
   static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(tanh_(nc) * o);
 }
 
-// Copies n elements into shared memory as A, element e = load(e), kStage loads in flight a
-// thread: a loop that waits on each load before its store pays one trip to memory a step (the
-// forward took 18 us at 16 / 32 / 128 when it staged X that way).
-template <int kThreads, typename A, typename Load, typename Put>
-__device__ __forceinline__ void stage(int n, A* xs, Load load, Put put) {
+// Copies n elements of src into shared memory as A, kStage loads in flight a thread: a loop that
+// waits on each load before its store pays one trip to memory a step (a forward that staged X
+// that way took 18 us at 16 / 32 / 128, kernels/lltm/NOTES.md).
+template <int kThreads, typename T, typename A>
+__device__ __forceinline__ void stage(int n, const T* src, A* dst) {
   constexpr int kStage = 16;
   for (int base = 0; base < n; base += kThreads * kStage) {
-    decltype(load(0)) v[kStage];
+    T v[kStage];
 #pragma unroll
     for (int i = 0; i < kStage; ++i) {
       const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
-      if (e < n) v[i] = load(e);
+      if (e < n) v[i] = __ldg(src + e);
     }
 #pragma unroll
     for (int i = 0; i < kStage; ++i) {
       const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
-      if (e < n) {
-        xs[e] = kwb::to_acc<A>(v[i]);
-        put(e, v[i]);
-      }
+      if (e < n) dst[e] = kwb::to_acc<A>(v[i]);
     }
   }
 }
 
 constexpr int kSmallThreads = 128;
 
-// Small batches: the product, the bias and the cell in one launch, a warp a unit j (grid: one
-// warp for each). The warp's lanes split the K = state + features columns of W's rows j, S + j,
-// 2S + j and of X's rows, read where they lie (old_h's or input's row); the warp sums the
-// 3 x kRows partial dots of kRows rows at a time, and lane r finishes row b0 + r. Latency is the
-// cost at these sizes, so W's values (into registers when K <= 32 * kWRegs), the bias and old_cell
-// are read first, all in flight together. X goes out for backward from the whole grid.
-// Accumulation is in A (fp32 for half types, as cuBLAS's), and the gates are rounded to T
-// before the cell reads them, as the product-then-cell path does. (X staged in shared memory
-// first was slower: 12.8-14.2 us against 10.0 at 16 / 32 / 128, kernels/lltm/NOTES.md.)
-constexpr int kRows = 16;   // rows a pass: 2 passes at 32 (kLltmSmallBatch)
-static_assert(kLltmSmallBatch <= 2 * kRows, "forward_small_kernel reads old_cell ahead for 2 passes");
-constexpr int kWRegs = 8;   // W's values a lane holds per gate row: K up to 256 in registers
-
-template <typename T, bool kWInRegs>
+// Small batches: the product, the bias and the cell in one launch. A warp takes a unit j (grid
+// stride): its lanes split the K = state + features columns of W's rows j, S + j, 2S + j and of
+// kRows rows of X at a time, the warp sums the 3 x kRows partial dots, and lane r finishes row
+// b0 + r. X is read where it lies (old_h's or input's row) and also written out, for backward.
+// Accumulation is fp32 for half types (as cuBLAS's), and the gates are rounded to T before the
+// cell reads them, as the product-then-cell path does. The fastest of four forms measured at
+// 16 / 32 / 128 on the H100: X staged in shared memory, or W, the bias and old_cell read into
+// registers before the product, took 11.5-18.7 us against 10.0 (kernels/lltm/NOTES.md).
+template <typename T, int kRows>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
-  // int indices: batch * K is bounded (lltm_small_forward_fits), W's rows are 64-bit offsets
-  const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
-  const int lane = threadIdx.x % 32;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * (kSmallThreads / 32) + threadIdx.x / 32;
-  const T* wi = static_cast<const T*>(p.weights) + j * K;
-  const T* wo = wi + static_cast<int64_t>(S) * K;
-  const T* wg = wo + static_cast<int64_t>(S) * K;
-  A w[3][kWInRegs ? kWRegs : 1];
-  if constexpr (kWInRegs) {
-#pragma unroll
-    for (int i = 0; i < kWRegs; ++i) {
-      const int k = lane + 32 * i;
-      const bool live = j < S && k < K;
-      w[0][i] = live ? kwb::to_acc<A>(__ldg(wi + k)) : A(0);
-      w[1][i] = live ? kwb::to_acc<A>(__ldg(wo + k)) : A(0);
-      w[2][i] = live ? kwb::to_acc<A>(__ldg(wg + k)) : A(0);
-    }
-  }
-  // the bias and old_cell for the end: lane r finishes rows r and kRows + r
-  const T* bias = static_cast<const T*>(p.bias);
-  const T* cell = static_cast<const T*>(p.old_cell);
-  const bool unit = j < S;
-  const A bi = unit ? kwb::to_acc<A>(__ldg(bias + j)) : A(0), bo = unit ? kwb::to_acc<A>(__ldg(bias + S + j)) : A(0),
-          bg = unit ? kwb::to_acc<A>(__ldg(bias + 2 * S + j)) : A(0);
-  A c[2];
-#pragma unroll
-  for (int pass = 0; pass < 2; ++pass) {
-    const int b = pass * kRows + lane;
-    c[pass] = unit && lane < kRows && b < B ? kwb::to_acc<A>(__ldg(cell + static_cast<int64_t>(b) * S + j)) : A(0);
-  }
+  const int64_t B = p.batch, F = p.features, S = p.state, K = S + F;
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
+  const T* W = static_cast<const T*>(p.weights);
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   T* X = static_cast<T*>(p.X);
-  const int thread = blockIdx.x * kSmallThreads + threadIdx.x, threads = gridDim.x * kSmallThreads;
-  for (int e = thread; e < B * K; e += threads) {  // X out for backward, spread over the grid
-    const int b = e / K, k = e - b * K;
-    X[e] = k < S ? __ldg(h + b * S + k) : __ldg(in + b * F + (k - S));
+  for (int64_t e = thread; e < B * K; e += threads) {
+    const int64_t b = e / K, k = e - b * K;
+    X[e] = k < S ? h[b * S + k] : in[b * F + (k - S)];
   }
-  if (!unit) return;
-  for (int b0 = 0; b0 < B; b0 += kRows) {
-    A ai[kRows], ao[kRows], ag[kRows];
+  const int lane = threadIdx.x % 32;
+  for (int64_t j = thread / 32; j < S; j += threads / 32) {
+    const T* wi = W + j * K;
+    const T* wo = W + (S + j) * K;
+    const T* wg = W + (2 * S + j) * K;
+    for (int64_t b0 = 0; b0 < B; b0 += kRows) {
+      A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
-    auto add = [&](int k, A w0, A w1, A w2) {
-      const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);  // X[b0, k], where it lies
-      const int stride = k < S ? S : F;
+      for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
+#pragma unroll 2
+      for (int64_t k = lane; k < K; k += 32) {
+        const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
+        const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
+        const int64_t stride = k < S ? S : F;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if (b0 + r < B) {
-          const A x = kwb::to_acc<A>(__ldg(col + r * stride));
-          ai[r] += w0 * x;
-          ao[r] += w1 * x;
-          ag[r] += w2 * x;
+        for (int r = 0; r < kRows; ++r) {
+          if (b0 + r < B) {
+            const A x = kwb::to_acc<A>(col[r * stride]);
+            ai[r] += w0 * x;
+            ao[r] += w1 * x;
+            ag[r] += w2 * x;
+          }
         }
       }
-    };
-    if constexpr (kWInRegs) {
 #pragma unroll
-      for (int i = 0; i < kWRegs; ++i)
-        if (lane + 32 * i < K) add(lane + 32 * i, w[0][i], w[1][i], w[2][i]);
-    } else {
-#pragma unroll 2
-      for (int k = lane; k < K; k += 32)
-        add(k, kwb::to_acc<A>(__ldg(wi + k)), kwb::to_acc<A>(__ldg(wo + k)), kwb::to_acc<A>(__ldg(wg + k)));
+      for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
+          ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
+          ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+        }
+      A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
+      const int64_t b = b0 + lane;
+      if (lane < kRows && b < B) finish_row<T>(p, b, j, zi, zo, zg);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
-        ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
-        ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
-      }
-    A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
-    if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg, bi, bo, bg, b0 == 0 ? c[0] : c[1]);
   }
 }
 
@@ -223,7 +188,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
   __shared__ A dz[kWarps][3][32];      // each warp's unit: the batch's rounded gate gradients
   const int64_t B = p.batch, S = p.state, K = S + p.features;
   const T* X = static_cast<const T*>(p.X);
-  stage<kSmallThreads>(static_cast<int>(B * K), xs, [&](int e) { return __ldg(X + e); }, [](int, T) {});
+  stage<kSmallThreads>(static_cast<int>(B * K), X, xs);  // fits shared memory
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
@@ -359,10 +324,11 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 template <typename T>
 const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) {
   constexpr int kWarps = kSmallThreads / 32;
-  const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
-  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  if (p.state + p.features <= 32 * kWRegs) forward_small_kernel<T, true><<<grid, kSmallThreads, 0, stream>>>(p);
-  else forward_small_kernel<T, false><<<grid, kSmallThreads, 0, stream>>>(p);
+  const int64_t blocks = (p.state + kWarps - 1) / kWarps, cap = static_cast<int64_t>(kwb::sm_count()) * 16;
+  const unsigned grid = static_cast<unsigned>(blocks < cap ? blocks : cap);
+  // 4 rows a pass at tiny batches: the warp's sums are 3 x kRows shuffle reductions
+  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, 0, stream>>>(p);
+  else forward_small_kernel<T, 16><<<grid, kSmallThreads, 0, stream>>>(p);
   return kwb::last_launch_error();
 }
 
