@@ -116,7 +116,7 @@ constexpr int kSmallThreads = 128;
 // kRows rows of X at a time, the warp sums the 3 x kRows partial dots, and lane r finishes row
 // b0 + r. X is read where it lies (old_h's or input's row) and also written out, for backward.
 // Accumulation is fp32 for half types (as cuBLAS's), and the gates are rounded to T before the
-// cell reads them, as the product-then-cell path does. The fastest of four forms measured at
+// cell reads them, as the product-then-cell path does. The fastest of five forms measured at
 // 16 / 32 / 128 on the H100: X staged in shared memory, or W, the bias and old_cell read into
 // registers before the product, took 11.5-18.7 us against 10.0 (kernels/lltm/NOTES.md).
 template <typename T, int kRows>
