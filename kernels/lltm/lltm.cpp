@@ -183,7 +183,7 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   check_args(kForward, input, weights, bias, old_h, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(input.device());
   const int64_t B = input.size(0), I = input.size(1), S = old_h.size(1);
-  if (lltm_small_forward_fits(B, I, S, input.scalar_type() == at::kDouble ? 8 : 4))
+  if (lltm_small_forward_fits(B, I, S))
     return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
   const at::Tensor X = at::cat({old_h, input}, 1);
   const at::Tensor gates = at::addmm(bias, X, weights.t());
@@ -218,7 +218,7 @@ Backward lltm_backward_cuda_op(const at::Tensor& grad_h, const at::Tensor& grad_
   check_backward_args(grad_h, grad_cell, X, gates, weights, bias, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(old_cell.device());
   const int64_t B = old_cell.size(0), S = old_cell.size(1);
-  if (lltm_small_forward_fits(B, X.size(1) - S, S, old_cell.scalar_type() == at::kDouble ? 8 : 4))
+  if (lltm_small_forward_fits(B, X.size(1) - S, S))
     return lltm_backward_small(grad_h, grad_cell, X, gates, weights, old_cell, B, X.size(1) - S, S);
   const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), zc = kwb::contiguous(gates),
                    cc = kwb::contiguous(old_cell);

@@ -88,133 +88,106 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
   static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(tanh_(nc) * o);
 }
 
-// Copies n elements of src into shared memory as A, kStage loads in flight a thread: a loop that
-// waits on each load before its store pays one trip to memory a step (a forward that staged X
-// that way took 18 us at 16 / 32 / 128, kernels/lltm/NOTES.md).
-template <int kThreads, typename T, typename A>
-__device__ __forceinline__ void stage(int n, const T* src, A* dst) {
-  constexpr int kStage = 16;
-  for (int base = 0; base < n; base += kThreads * kStage) {
-    T v[kStage];
-#pragma unroll
-    for (int i = 0; i < kStage; ++i) {
-      const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
-      if (e < n) v[i] = __ldg(src + e);
-    }
-#pragma unroll
-    for (int i = 0; i < kStage; ++i) {
-      const int e = base + i * kThreads + static_cast<int>(threadIdx.x);
-      if (e < n) dst[e] = kwb::to_acc<A>(v[i]);
-    }
-  }
-}
-
 constexpr int kSmallThreads = 128;
+constexpr int kRows = 4;  // batch rows a forward warp sums: a unit's batch is split over warps
 
-// Small batches: the product, the bias and the cell in one launch. A warp takes a unit j (grid
-// stride): its lanes split the K = state + features columns of W's rows j, S + j, 2S + j and of
-// kRows rows of X at a time, the warp sums the 3 x kRows partial dots, and lane r finishes row
-// b0 + r. X is read where it lies (old_h's or input's row) and also written out, for backward.
-// Accumulation is fp32 for half types (as cuBLAS's), and the gates are rounded to T before the
-// cell reads them, as the product-then-cell path does. The fastest of five forms measured at
-// 16 / 32 / 128 on the H100: X staged in shared memory, or W, the bias and old_cell read into
-// registers before the product, took 11.5-18.7 us against 10.0 (kernels/lltm/NOTES.md).
-template <typename T, int kRows>
+// Small batches: the product, the bias and the cell in one launch. A warp takes a unit j and
+// kRows rows of the batch from b0 (ceil(batch / kRows) warps a unit, side by side in a block, so
+// they share W's rows in L1): its lanes split the K = state + features columns of W's rows j,
+// S + j, 2S + j and of X's rows, read where they lie (old_h's or input's row, no cat); the warp
+// sums the 3 x kRows partial dots, and lane r adds the bias, rounds the gates to T (as addmm's
+// output was) and finishes row b0 + r's cell. X goes out for backward from the whole grid.
+// Accumulation is fp32 for half types (as cuBLAS's). Work per warp is what decides the time at
+// these sizes: ncu at 16 / 32 / 128 found one warp a unit (16 rows each) issuing ~2000
+// instructions, one warp a scheduler on 32 SMs, 8 us (kernels/lltm/NOTES.md).
+template <typename T>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
-  const int64_t B = p.batch, F = p.features, S = p.state, K = S + F;
+  // int indices: batch * K is bounded (lltm_small_forward_fits); W's rows are 64-bit offsets
+  const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
-  const T* W = static_cast<const T*>(p.weights);
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   T* X = static_cast<T*>(p.X);
-  for (int64_t e = thread; e < B * K; e += threads) {
-    const int64_t b = e / K, k = e - b * K;
+  const int thread = blockIdx.x * kSmallThreads + threadIdx.x, threads = gridDim.x * kSmallThreads;
+  for (int e = thread; e < B * K; e += threads) {
+    const int b = e / K, k = e - b * K;
     X[e] = k < S ? h[b * S + k] : in[b * F + (k - S)];
   }
-  const int lane = threadIdx.x % 32;
-  for (int64_t j = thread / 32; j < S; j += threads / 32) {
-    const T* wi = W + j * K;
-    const T* wo = W + (S + j) * K;
-    const T* wg = W + (2 * S + j) * K;
-    for (int64_t b0 = 0; b0 < B; b0 += kRows) {
-      A ai[kRows], ao[kRows], ag[kRows];
+  const int groups = (B + kRows - 1) / kRows, warp = thread / 32, lane = threadIdx.x % 32;
+  if (warp >= S * groups) return;
+  const int j = warp / groups, b0 = (warp - j * groups) * kRows;
+  const T* wi = static_cast<const T*>(p.weights) + static_cast<int64_t>(j) * K;
+  const T* wo = wi + static_cast<int64_t>(S) * K;
+  const T* wg = wo + static_cast<int64_t>(S) * K;
+  A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
-#pragma unroll 2
-      for (int64_t k = lane; k < K; k += 32) {
-        const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
-        const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
-        const int64_t stride = k < S ? S : F;
+  for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
+#pragma unroll 4
+  for (int k = lane; k < K; k += 32) {
+    const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
+    const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
+    const int stride = k < S ? S : F;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          if (b0 + r < B) {
-            const A x = kwb::to_acc<A>(col[r * stride]);
-            ai[r] += w0 * x;
-            ao[r] += w1 * x;
-            ag[r] += w2 * x;
-          }
-        }
+    for (int r = 0; r < kRows; ++r) {
+      if (b0 + r < B) {
+        const A x = kwb::to_acc<A>(col[r * stride]);
+        ai[r] += w0 * x;
+        ao[r] += w1 * x;
+        ag[r] += w2 * x;
       }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
-          ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
-          ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
-        }
-      A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
-#pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
-      const int64_t b = b0 + lane;
-      if (lane < kRows && b < B) finish_row<T>(p, b, j, zi, zo, zg);
     }
   }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
+      ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
+      ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+    }
+  A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
+  if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg);
 }
 
-// Small batches, backward: a warp takes a unit j and lane b its batch row b (batch <= 32): the
-// cell's backward for (b, j) as backward_kernel's, the bias gradient as a warp sum, then the
-// weights' gradient rows j, S + j, 2S + j: lanes split X's K columns, each summing the batch's
-// rounded gate gradients times X (what mm(grad_gates^T, X) computes) from shared memory.
+// Small batches, backward: a warp takes a unit j and a slice of 32 of X's K columns (ceil(K / 32)
+// warps a unit), lane b the batch row b (batch <= 32): the cell's backward for (b, j) as
+// backward_kernel's (each slice's warp computes it; slice 0 writes it and the bias gradient, a
+// warp sum), then lane c the weights' gradient at column 32 s + c of rows j, S + j, 2S + j: the
+// batch's rounded gate gradients (shuffled from lane b) times X[b, c] (what mm(grad_gates^T, X)
+// computes).
 template <typename T>
 __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmallBackwardParams p) {
   using A = kwb::acc_t<T>;
-  constexpr int kWarps = kSmallThreads / 32;
-  extern __shared__ unsigned char smem[];
-  A* xs = reinterpret_cast<A*>(smem);  // batch x K
-  __shared__ A dz[kWarps][3][32];      // each warp's unit: the batch's rounded gate gradients
-  const int64_t B = p.batch, S = p.state, K = S + p.features;
-  const T* X = static_cast<const T*>(p.X);
-  stage<kSmallThreads>(static_cast<int>(B * K), X, xs);  // fits shared memory
-  __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kWarps + warp; j < S; j += warps) {
-    A si = A(0), so = A(0), sg = A(0);
-    if (lane < B) {
-      const int64_t b = lane;
-      const T* z = static_cast<const T*>(p.gates) + b * 3 * S + j;
-      const A zi = kwb::to_acc<A>(z[0]), zo = kwb::to_acc<A>(z[S]), zg = kwb::to_acc<A>(z[2 * S]);
-      const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
-      const A tc = tanh_(kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g);
-      const A gh = kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]);
-      const A gc = kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]) + gh * o * (A(1) - tc * tc);
-      si = gc * g * i * (A(1) - i);
-      so = gh * tc * o * (A(1) - o);
-      sg = gc * i * (zg > A(0) ? A(1) : exp_(zg));
-      const T ti = kwb::from_acc<T>(si), to = kwb::from_acc<T>(so), tg = kwb::from_acc<T>(sg);
+  const int B = static_cast<int>(p.batch), S = static_cast<int>(p.state), K = S + static_cast<int>(p.features);
+  const int slices = (K + 31) / 32, warp = (blockIdx.x * kSmallThreads + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  if (warp >= S * slices) return;
+  const int j = warp / slices, slice = warp - j * slices;
+  A si = A(0), so = A(0), sg = A(0), ri = A(0), ro = A(0), rg = A(0);  // s*: exact, r*: rounded to T
+  if (lane < B) {
+    const int b = lane;
+    const T* z = static_cast<const T*>(p.gates) + b * 3 * S + j;
+    const A zi = kwb::to_acc<A>(z[0]), zo = kwb::to_acc<A>(z[S]), zg = kwb::to_acc<A>(z[2 * S]);
+    const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
+    const A tc = tanh_(kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g);
+    const A gh = kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]);
+    const A gc = kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]) + gh * o * (A(1) - tc * tc);
+    si = gc * g * i * (A(1) - i);
+    so = gh * tc * o * (A(1) - o);
+    sg = gc * i * (zg > A(0) ? A(1) : exp_(zg));
+    const T ti = kwb::from_acc<T>(si), to = kwb::from_acc<T>(so), tg = kwb::from_acc<T>(sg);
+    ri = kwb::to_acc<A>(ti), ro = kwb::to_acc<A>(to), rg = kwb::to_acc<A>(tg);
+    if (slice == 0) {
       T* gz = static_cast<T*>(p.grad_gates) + b * 3 * S + j;
       gz[0] = ti;
       gz[S] = to;
       gz[2 * S] = tg;
       static_cast<T*>(p.grad_old_cell)[b * S + j] = kwb::from_acc<T>(gc);
-      dz[warp][0][lane] = kwb::to_acc<A>(ti);
-      dz[warp][1][lane] = kwb::to_acc<A>(to);
-      dz[warp][2][lane] = kwb::to_acc<A>(tg);
     }
+  }
+  if (slice == 0) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       si += __shfl_xor_sync(0xffffffffu, si, o);
@@ -227,22 +200,24 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
       gb[S] = kwb::from_acc<T>(so);
       gb[2 * S] = kwb::from_acc<T>(sg);
     }
-    __syncwarp();
-    T* gw = static_cast<T*>(p.grad_weights);
-#pragma unroll 2
-    for (int64_t k = lane; k < K; k += 32) {
-      A wi = A(0), wo = A(0), wg = A(0);
-      for (int64_t b = 0; b < B; ++b) {
-        const A x = xs[b * K + k];
-        wi += dz[warp][0][b] * x;
-        wo += dz[warp][1][b] * x;
-        wg += dz[warp][2][b] * x;
-      }
-      gw[j * K + k] = kwb::from_acc<T>(wi);
-      gw[(S + j) * K + k] = kwb::from_acc<T>(wo);
-      gw[(2 * S + j) * K + k] = kwb::from_acc<T>(wg);
-    }
-    __syncwarp();  // dz is rewritten by the warp's next unit
+  }
+  const int k = slice * 32 + lane;
+  const T* x = static_cast<const T*>(p.X) + (k < K ? k : 0);
+  A wi = A(0), wo = A(0), wg = A(0);
+#pragma unroll 4
+  for (int b = 0; b < B; ++b) {
+    const A di = __shfl_sync(0xffffffffu, ri, b), dout = __shfl_sync(0xffffffffu, ro, b),
+            dg = __shfl_sync(0xffffffffu, rg, b);
+    const A xv = kwb::to_acc<A>(x[b * K]);
+    wi += di * xv;
+    wo += dout * xv;
+    wg += dg * xv;
+  }
+  if (k < K) {
+    T* gw = static_cast<T*>(p.grad_weights) + static_cast<int64_t>(j) * K + k;
+    gw[0] = kwb::from_acc<T>(wi);
+    gw[static_cast<int64_t>(S) * K] = kwb::from_acc<T>(wo);
+    gw[static_cast<int64_t>(2 * S) * K] = kwb::from_acc<T>(wg);
   }
 }
 
@@ -323,22 +298,17 @@ const char* forward(const LltmForwardParams& p, bool aligned, cudaStream_t strea
 
 template <typename T>
 const char* forward_small(const LltmSmallForwardParams& p, cudaStream_t stream) {
-  constexpr int kWarps = kSmallThreads / 32;
-  const int64_t blocks = (p.state + kWarps - 1) / kWarps, cap = static_cast<int64_t>(kwb::sm_count()) * 16;
-  const unsigned grid = static_cast<unsigned>(blocks < cap ? blocks : cap);
-  // 4 rows a pass at tiny batches: the warp's sums are 3 x kRows shuffle reductions
-  if (p.batch <= 4) forward_small_kernel<T, 4><<<grid, kSmallThreads, 0, stream>>>(p);
-  else forward_small_kernel<T, 16><<<grid, kSmallThreads, 0, stream>>>(p);
+  const int64_t warps = p.state * ((p.batch + kRows - 1) / kRows);  // a warp a unit and kRows rows
+  const int64_t blocks = (warps * 32 + kSmallThreads - 1) / kSmallThreads;
+  forward_small_kernel<T><<<static_cast<unsigned>(blocks), kSmallThreads, 0, stream>>>(p);
   return kwb::last_launch_error();
 }
 
 template <typename T>
 const char* backward_small(const LltmSmallBackwardParams& p, cudaStream_t stream) {
-  constexpr int kWarps = kSmallThreads / 32;
-  const int64_t blocks = (p.state + kWarps - 1) / kWarps;  // a warp a unit
-  const unsigned grid = static_cast<unsigned>(blocks < 0x7fffffff ? blocks : 0x7fffffff);
-  const size_t smem = static_cast<size_t>(p.batch * (p.state + p.features)) * sizeof(kwb::acc_t<T>);
-  backward_small_kernel<T><<<grid, kSmallThreads, smem, stream>>>(p);
+  const int64_t warps = p.state * ((p.state + p.features + 31) / 32);  // a warp a unit and 32 columns
+  const int64_t blocks = (warps * 32 + kSmallThreads - 1) / kSmallThreads;
+  backward_small_kernel<T><<<static_cast<unsigned>(blocks), kSmallThreads, 0, stream>>>(p);
   return kwb::last_launch_error();
 }
 

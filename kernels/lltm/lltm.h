@@ -16,17 +16,16 @@ struct LltmForwardParams {
   int64_t batch, state;
 };
 
-// Batches of at most this many rows take the one-launch forward (lltm_forward_small_cuda): at
+// Small steps take kernels of their own (lltm_forward_small_cuda, lltm_backward_small_cuda): at
 // the tutorial's 16 / 32 / 128, cat + addmm + the cell kernel were three launches and 14 us on
-// the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md).
+// the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md). A batch of at
+// most 32 rows (the backward gives each row a lane) and X = [old_h, input] of at most 11264
+// elements (int indices; the largest spec shape is 2274, and nothing larger was measured). The
+// backward of such a step is one kernel and one product (grad_X).
 constexpr int64_t kLltmSmallBatch = 32;
-// ... and X = [old_h, input] must fit one block's shared memory in the accumulation type (float,
-// double for fp64), where each block of the backward keeps a copy: 44 KB, under the 48 KB a launch
-// may ask for without opting in, beside its 3 KB of gate gradients. The backward of such a step
-// is one kernel and one product (grad_X).
-constexpr int64_t kLltmSmallXBytes = 44 * 1024;
-inline bool lltm_small_forward_fits(int64_t batch, int64_t features, int64_t state, int64_t acc_bytes) {
-  return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) * acc_bytes <= kLltmSmallXBytes;
+constexpr int64_t kLltmSmallX = 11 * 1024;
+inline bool lltm_small_forward_fits(int64_t batch, int64_t features, int64_t state) {
+  return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) <= kLltmSmallX;
 }
 
 struct LltmSmallForwardParams {

@@ -46,8 +46,8 @@ def flops(shape, dtype):  # the gate product: 2 * batch * (state + features) * 3
 
 # (batch, features, state): the awkward states 0, 1, 37, 199, 760, 1128; an empty batch; no
 # features; the tutorial's 16 / 32 / 128; states that fill 16-byte vectors. On the GPU, batches of
-# 1-32 take the small-batch kernels (the forward's passes are 4 rows up to 4, then 16: 17 and 32
-# end one part-way and on the edge) and 33 the product-then-cell path.
+# 1-32 take the small-batch kernels (a forward warp sums 4 rows, a backward warp 32 columns of X:
+# 17 and 32 end a group part-way and on the edge) and 33 the product-then-cell path.
 SHAPES = [(2, 3, 0), (1, 1, 1), (3, 5, 37), (2, 7, 199), (4, 3, 760), (2, 9, 1128), (0, 3, 5), (7, 0, 5),
           (16, 32, 128), (17, 6, 45), (32, 17, 33), (33, 20, 64)]
 
