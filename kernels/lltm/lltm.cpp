@@ -6,7 +6,7 @@
 // rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
 // kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
 // ATen: one kernel does the forward's product and cell, one the backward's cell and weight
-// gradient (lltm.h, lltm_small_forward_fits).
+// gradient (lltm.h, lltm_small_step).
 // X is returned and saved for backward; X's gradient goes back whole and ops.py hands out its
 // two column blocks as old_h's and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>
@@ -164,7 +164,7 @@ Backward lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell
 #ifdef KWB_WITH_CUDA
 constexpr std::initializer_list<at::ScalarType> kCudaTypes = {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble};
 
-// One launch for the product and the cell (lltm.h, lltm_small_forward_fits).
+// One launch for the product and the cell (lltm.h, lltm_small_step).
 Forward lltm_forward_small(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                            const at::Tensor& old_h, const at::Tensor& old_cell, int64_t B, int64_t I, int64_t S) {
   const at::Tensor in = kwb::contiguous(input), w = kwb::contiguous(weights), b = kwb::contiguous(bias),
@@ -183,7 +183,7 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   check_args(kForward, input, weights, bias, old_h, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(input.device());
   const int64_t B = input.size(0), I = input.size(1), S = old_h.size(1);
-  if (lltm_small_forward_fits(B, I, S))
+  if (lltm_small_step(B, I, S))
     return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
   const at::Tensor X = at::cat({old_h, input}, 1);
   const at::Tensor gates = at::addmm(bias, X, weights.t());
@@ -197,7 +197,7 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
 }
 
 // One kernel for the cell, the bias's and the weights' gradients, and X's gradient as one product
-// (lltm.h, lltm_small_forward_fits).
+// (lltm.h, lltm_small_step).
 Backward lltm_backward_small(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& X,
                              const at::Tensor& gates, const at::Tensor& weights, const at::Tensor& old_cell,
                              int64_t B, int64_t I, int64_t S) {
@@ -218,7 +218,7 @@ Backward lltm_backward_cuda_op(const at::Tensor& grad_h, const at::Tensor& grad_
   check_backward_args(grad_h, grad_cell, X, gates, weights, bias, old_cell, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(old_cell.device());
   const int64_t B = old_cell.size(0), S = old_cell.size(1);
-  if (lltm_small_forward_fits(B, X.size(1) - S, S))
+  if (lltm_small_step(B, X.size(1) - S, S))
     return lltm_backward_small(grad_h, grad_cell, X, gates, weights, old_cell, B, X.size(1) - S, S);
   const at::Tensor dh = kwb::contiguous(grad_h), dc = kwb::contiguous(grad_cell), zc = kwb::contiguous(gates),
                    cc = kwb::contiguous(old_cell);

@@ -1,5 +1,5 @@
 // lltm CUDA kernels: everything of the LLTM cell around its matrix product, one kernel each way;
-// for small batches (lltm.h, lltm_small_forward_fits), a forward kernel that does the product as
+// for small batches (lltm.h, lltm_small_step), a forward kernel that does the product as
 // well and a backward kernel that does the weights' gradient.
 //
 // Forward: one pass reads the three gate blocks (bias added by the product's epilogue:
@@ -103,7 +103,7 @@ constexpr int kRows = 4;  // batch rows a forward warp sums: a unit's batch is s
 template <typename T>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
-  // int indices: batch * K is bounded (lltm_small_forward_fits); W's rows are 64-bit offsets
+  // int indices: batch * K is bounded (lltm_small_step); W's rows are 64-bit offsets
   const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);

@@ -4,7 +4,8 @@
 // three [batch, state] blocks; i = sigmoid, o = sigmoid, g = elu of each;
 // new_cell = old_cell + i * g; new_h = tanh(new_cell) * o.
 // The matrix products run on cuBLAS (through ATen, in lltm.cpp) and these kernels do the rest,
-// except for small batches: there one kernel does the forward's product too.
+// except for small steps (lltm_small_step): there a kernel does the forward's product as well,
+// and one the backward's weight gradient.
 #pragma once
 #include "kwb_dtype.h"
 
@@ -24,7 +25,7 @@ struct LltmForwardParams {
 // backward of such a step is one kernel and one product (grad_X).
 constexpr int64_t kLltmSmallBatch = 32;
 constexpr int64_t kLltmSmallX = 11 * 1024;
-inline bool lltm_small_forward_fits(int64_t batch, int64_t features, int64_t state) {
+inline bool lltm_small_step(int64_t batch, int64_t features, int64_t state) {
   return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) <= kLltmSmallX;
 }
 
@@ -71,8 +72,8 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
 // Each returns nullptr on success, else CUDA's error string. aligned: every pointer is 16-byte
 // aligned (then a state that fills whole 16-byte vectors uses them).
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
-// For lltm_small_forward_fits's shapes; no alignment needed.
+// For lltm_small_step's shapes; no alignment needed.
 const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* lltm_backward_cuda(const LltmBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
-// For lltm_small_forward_fits's shapes: the cell's backward, the bias's and the weights' gradients.
+// For lltm_small_step's shapes: the cell's backward, the bias's and the weights' gradients.
 const char* lltm_backward_small_cuda(const LltmSmallBackwardParams& p, kwb::DType dtype, cudaStream_t stream);
