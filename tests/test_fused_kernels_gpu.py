@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import workbench as wb
+from workbench.harness import launches
 
 pytestmark = pytest.mark.cuda
 
@@ -207,6 +208,42 @@ def test_lltm_small_batch_backward_matches_autograd_with_strided_gradients(kerne
     assert {"grad_X", "grad_weights", "grad_bias", "grad_old_cell"} == set(grads)
     for name, g in grads.items():
         close(g, ref[name], op.tolerance(dtype, grad=True), name)
+
+
+@pytest.mark.parametrize("shape, small", [((16, 32, 128), True), ((32, 1, 351), True), ((32, 2, 351), False),
+                                          ((33, 20, 64), False)])
+def test_lltm_small_steps_take_their_kernels_up_to_the_bound_and_agree_past_it(kernels, shape, small):
+    # lltm.h's lltm_small_step: batch <= 32 and batch * (state + features) <= 11264 (32 x 352)
+    k = kernels["lltm"]
+    op = k.spec.SPEC.op("lltm")
+    args = lltm_inputs(k, *shape, torch.bfloat16, seed=sum(shape))
+    grad_h, grad_cell = (torch.randn(shape[0], shape[2], device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    names = [launch.name for launch in launches.profile(
+        lambda *a: k.lltm_backward(*lltm_backward_args(k, a, grad_h, grad_cell)), args)]
+    assert any("forward_small_kernel" in n for n in names) == small, names
+    assert any("backward_small_kernel" in n for n in names) == small, names
+    leaves = [a.detach().clone().requires_grad_() for a in args]
+    up = [a.detach().double().requires_grad_() for a in args]
+    h, c = k.lltm(*leaves)
+    ref_h, ref_c = k.spec.reference(*up)
+    close(h, ref_h, op.tolerance(torch.bfloat16), "new_h")
+    close(c, ref_c, op.tolerance(torch.bfloat16), "new_cell")
+    got = torch.autograd.grad((h, c), leaves, (grad_h, grad_cell))
+    expected = torch.autograd.grad((ref_h, ref_c), up, (grad_h.double(), grad_cell.double()))
+    for name, g, e in zip(("input", "weights", "bias", "old_h", "old_cell"), got, expected):
+        close(g, e, op.tolerance(torch.bfloat16, grad=True), f"grad {name}")
+
+
+def test_lltm_backward_of_an_x_without_columns_takes_the_product_path(kernels):
+    k = kernels["lltm"]
+    B, S = 4, 3
+    zeros = lambda *shape: torch.zeros(*shape, device="cuda")
+    grad_X, grad_weights, grad_bias, grad_old_cell = k.lltm_backward(
+        torch.ones(B, S, device="cuda"), torch.ones(B, S, device="cuda"), zeros(B, 0), zeros(B, 3 * S), zeros(3 * S, 0),
+        zeros(3 * S), zeros(B, S))
+    assert grad_X.shape == (B, 0) and grad_weights.shape == (3 * S, 0) and grad_bias.shape == (3 * S,)
+    # gates 0: i = o = 1/2, g = 0, tanh(old_cell) = 0; dcell = 1 + 1 * 1/2 = 1.5
+    torch.testing.assert_close(grad_old_cell, torch.full((B, S), 1.5, device="cuda"))
 
 
 # ---- the large sizes ----------------------------------------------------------------------

@@ -5,8 +5,8 @@
 // One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
 // rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
 // kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
-// ATen: one kernel does the forward's product and cell, one the backward's cell and weight
-// gradient (lltm.h, lltm_small_step).
+// cat and addmm: one kernel does the forward's product and cell, and backward one kernel the
+// cell and the weight gradient, beside the product for X's gradient (lltm.h, lltm_small_step).
 // X is returned and saved for backward; X's gradient goes back whole and ops.py hands out its
 // two column blocks as old_h's and input's gradients (views, no copy).
 #include <ATen/Dispatch.h>

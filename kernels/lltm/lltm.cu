@@ -92,11 +92,12 @@ constexpr int kSmallThreads = 128;
 constexpr int kRows = 4;  // batch rows a forward warp sums: a unit's batch is split over warps
 
 // Small batches: the product, the bias and the cell in one launch. A warp takes a unit j and
-// kRows rows of the batch from b0 (ceil(batch / kRows) warps a unit, side by side in a block, so
-// they share W's rows in L1): its lanes split the K = state + features columns of W's rows j,
-// S + j, 2S + j and of X's rows, read where they lie (old_h's or input's row, no cat); the warp
-// sums the 3 x kRows partial dots, and lane r adds the bias, rounds the gates to T (as addmm's
-// output was) and finishes row b0 + r's cell. X goes out for backward from the whole grid.
+// kRows rows of the batch from b0 (ceil(batch / kRows) consecutive warps a unit: at batches 1-8
+// and 13-16 they share a block, and W's rows in L1). Its lanes split the K = state + features
+// columns of W's rows j, S + j, 2S + j and of X's rows, read where they lie (old_h's or input's
+// row, no cat); the warp sums the 3 x kRows partial dots, and lane r adds the bias, rounds the
+// gates to T (as addmm's output was) and finishes row b0 + r's cell. X goes out for backward
+// from the whole grid.
 // Accumulation is fp32 for half types (as cuBLAS's). Work per warp is what decides the time at
 // these sizes: ncu at 16 / 32 / 128 found one warp a unit (16 rows each) issuing ~2000
 // instructions, one warp a scheduler on 32 SMs, 8 us (kernels/lltm/NOTES.md).

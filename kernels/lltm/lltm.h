@@ -21,12 +21,14 @@ struct LltmForwardParams {
 // the tutorial's 16 / 32 / 128, cat + addmm + the cell kernel were three launches and 14 us on
 // the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md). A batch of at
 // most 32 rows (the backward gives each row a lane) and X = [old_h, input] of at most 11264
-// elements (int indices; the largest spec shape is 2274, and nothing larger was measured). The
-// backward of such a step is one kernel and one product (grad_X).
+// elements (int indices; the spec's shapes reach 3052, and nothing larger was measured). The
+// backward of such a step is one kernel and one product (grad_X). features < 0 is a backward
+// called with an X narrower than the state: the product path handles it.
 constexpr int64_t kLltmSmallBatch = 32;
 constexpr int64_t kLltmSmallX = 11 * 1024;
 inline bool lltm_small_step(int64_t batch, int64_t features, int64_t state) {
-  return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && batch * (state + features) <= kLltmSmallX;
+  return batch >= 1 && batch <= kLltmSmallBatch && state >= 1 && features >= 0 &&
+         batch * (state + features) <= kLltmSmallX;
 }
 
 struct LltmSmallForwardParams {
