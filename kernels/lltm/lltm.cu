@@ -30,6 +30,25 @@ __device__ __forceinline__ double tanh_(double v) { return tanh(v); }
 template <typename A> __device__ __forceinline__ A sigmoid(A z) { return A(1) / (A(1) + exp_(-z)); }
 template <typename A> __device__ __forceinline__ A elu(A z) { return z > A(0) ? z : expm1_(z); }  // alpha = 1
 
+// The cell at one (row, unit), from its three gates (bias included) and old_cell.
+template <typename A> struct CellOut { A cell, h; };
+template <typename A> __device__ __forceinline__ CellOut<A> cell_forward(A zi, A zo, A zg, A old_cell) {
+  const A nc = old_cell + sigmoid(zi) * elu(zg);
+  return {nc, tanh_(nc) * sigmoid(zo)};
+}
+
+// Its backward from dL/dnew_h (gh) and dL/dnew_cell (gcell): the three gates' gradients, and
+// old_cell's (dL/dnew_cell along all paths).
+template <typename A> struct CellGrad { A zi, zo, zg, cell; };
+template <typename A>
+__device__ __forceinline__ CellGrad<A> cell_backward(A zi, A zo, A zg, A old_cell, A gh, A gcell) {
+  const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
+  const A tc = tanh_(old_cell + i * g);
+  const A gc = gcell + gh * o * (A(1) - tc * tc);
+  // elu'(z) = exp(z) for z <= 0
+  return {gc * g * i * (A(1) - i), gh * tc * o * (A(1) - o), gc * i * (zg > A(0) ? A(1) : exp_(zg)), gc};
+}
+
 template <typename T, int kVec>
 __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::RowTiling t) {
   using A = kwb::acc_t<T>;
@@ -56,12 +75,10 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
         V h, cell;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          const A i = sigmoid(kwb::to_acc<A>(gi[u].v[j]));
-          const A o = sigmoid(kwb::to_acc<A>(go[u].v[j]));
-          const A g = elu(kwb::to_acc<A>(gg[u].v[j]));
-          const A nc = kwb::to_acc<A>(c[u].v[j]) + i * g;
-          cell.v[j] = kwb::from_acc<T>(nc);
-          h.v[j] = kwb::from_acc<T>(tanh_(nc) * o);
+          const CellOut<A> out = cell_forward(kwb::to_acc<A>(gi[u].v[j]), kwb::to_acc<A>(go[u].v[j]),
+                                              kwb::to_acc<A>(gg[u].v[j]), kwb::to_acc<A>(c[u].v[j]));
+          cell.v[j] = kwb::from_acc<T>(out.cell);
+          h.v[j] = kwb::from_acc<T>(out.h);
         }
         *reinterpret_cast<V*>(static_cast<T*>(p.new_h) + (r + u) * S + at.c) = h;
         *reinterpret_cast<V*>(static_cast<T*>(p.new_cell) + (r + u) * S + at.c) = cell;
@@ -82,10 +99,10 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
   gates[0] = ti;
   gates[S] = to;
   gates[2 * S] = tg;
-  const A i = sigmoid(kwb::to_acc<A>(ti)), o = sigmoid(kwb::to_acc<A>(to)), g = elu(kwb::to_acc<A>(tg));
-  const A nc = kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g;
-  static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(nc);
-  static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(tanh_(nc) * o);
+  const CellOut<A> out = cell_forward(kwb::to_acc<A>(ti), kwb::to_acc<A>(to), kwb::to_acc<A>(tg),
+                                      kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]));
+  static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(out.cell);
+  static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(out.h);
 }
 
 constexpr int kSmallThreads = 128;
@@ -170,14 +187,13 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
   if (lane < B) {
     const int b = lane;
     const T* z = static_cast<const T*>(p.gates) + b * 3 * S + j;
-    const A zi = kwb::to_acc<A>(z[0]), zo = kwb::to_acc<A>(z[S]), zg = kwb::to_acc<A>(z[2 * S]);
-    const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
-    const A tc = tanh_(kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]) + i * g);
-    const A gh = kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]);
-    const A gc = kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]) + gh * o * (A(1) - tc * tc);
-    si = gc * g * i * (A(1) - i);
-    so = gh * tc * o * (A(1) - o);
-    sg = gc * i * (zg > A(0) ? A(1) : exp_(zg));
+    const CellGrad<A> d = cell_backward(kwb::to_acc<A>(z[0]), kwb::to_acc<A>(z[S]), kwb::to_acc<A>(z[2 * S]),
+                                        kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]),
+                                        kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]),
+                                        kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]));
+    si = d.zi;
+    so = d.zo;
+    sg = d.zg;
     const T ti = kwb::from_acc<T>(si), to = kwb::from_acc<T>(so), tg = kwb::from_acc<T>(sg);
     ri = kwb::to_acc<A>(ti), ro = kwb::to_acc<A>(to), rg = kwb::to_acc<A>(tg);
     if (slice == 0) {
@@ -185,7 +201,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
       gz[0] = ti;
       gz[S] = to;
       gz[2 * S] = tg;
-      static_cast<T*>(p.grad_old_cell)[b * S + j] = kwb::from_acc<T>(gc);
+      static_cast<T*>(p.grad_old_cell)[b * S + j] = kwb::from_acc<T>(d.cell);
     }
   }
   if (slice == 0) {
@@ -243,21 +259,15 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
     V d_i, d_o, d_g, d_c;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const A zi = kwb::to_acc<A>(gi.v[j]), zo = kwb::to_acc<A>(go.v[j]), zg = kwb::to_acc<A>(gg.v[j]);
-      const A i = sigmoid(zi), o = sigmoid(zo), g = elu(zg);
-      const A tc = tanh_(kwb::to_acc<A>(c.v[j]) + i * g);
-      const A gh = kwb::to_acc<A>(dh.v[j]);
-      const A gc = kwb::to_acc<A>(dc.v[j]) + gh * o * (A(1) - tc * tc);  // dL/dnew_cell, all paths
-      const A dzi = gc * g * i * (A(1) - i);
-      const A dzo = gh * tc * o * (A(1) - o);
-      const A dzg = gc * i * (zg > A(0) ? A(1) : exp_(zg));  // elu'(z) = exp(z) for z <= 0
-      si[j] += dzi;
-      so[j] += dzo;
-      sg[j] += dzg;
-      d_i.v[j] = kwb::from_acc<T>(dzi);
-      d_o.v[j] = kwb::from_acc<T>(dzo);
-      d_g.v[j] = kwb::from_acc<T>(dzg);
-      d_c.v[j] = kwb::from_acc<T>(gc);
+      const CellGrad<A> d = cell_backward(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]), kwb::to_acc<A>(gg.v[j]),
+                                          kwb::to_acc<A>(c.v[j]), kwb::to_acc<A>(dh.v[j]), kwb::to_acc<A>(dc.v[j]));
+      si[j] += d.zi;
+      so[j] += d.zo;
+      sg[j] += d.zg;
+      d_i.v[j] = kwb::from_acc<T>(d.zi);
+      d_o.v[j] = kwb::from_acc<T>(d.zo);
+      d_g.v[j] = kwb::from_acc<T>(d.zg);
+      d_c.v[j] = kwb::from_acc<T>(d.cell);
     }
     T* grow = static_cast<T*>(p.grad_gates) + r * 3 * S + at.c;
     *reinterpret_cast<V*>(grow) = d_i;
