@@ -48,27 +48,39 @@ struct MeanM2Combine {
   }
 };
 
-template <typename T, int kVec, int kVecs, bool kCentered>
-__global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr) {
+// kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
+// compile-time constants; 0: any row the register path holds, tpr given at launch.
+template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0>
+__global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
+  constexpr bool kExact = kTpr > 0;
+  const int tpr = kExact ? kTpr : tpr_arg;
+  const int64_t cols = kExact ? static_cast<int64_t>(kTpr) * kVecs * kVec : p.cols;
   __shared__ float scratch[2][32];
   RowReducer<1> reduce(scratch);
   const T* x = static_cast<const T*>(p.x);
   const T* w = static_cast<const T*>(p.weight);
   const T* b = static_cast<const T*>(p.bias);
   T* y = static_cast<T*>(p.y);
-  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
-  const float inv_cols = 1.f / static_cast<float>(p.cols);
+  const int rpb = (kExact ? (kTpr > kRowBlockMin ? kTpr : kRowBlockMin) : blockDim.x) / tpr;
+  const int lane = threadIdx.x % tpr;
+  const float inv_cols = 1.f / static_cast<float>(cols);
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < p.rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = base + threadIdx.x / tpr;
-    const int64_t n = r < p.rows ? p.cols : 0;  // a group past the last row holds no columns
+    const int64_t n = r < p.rows ? cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
-    in.load(x + r * p.cols, n, lane, tpr);
+    if constexpr (kExact) {
+      if (n) in.load_all(x + r * cols, lane, tpr);
+    } else {
+      in.load(x + r * cols, n, lane, tpr);
+    }
+    // vector i of this thread is in its row: every vector of a real row when exact
+    auto has = [&](int i) { return kExact ? n != 0 : in.in_row(i, lane, tpr, n); };
     float mean = 0.f;
     if constexpr (kCentered) {
       float s = 0.f;
 #pragma unroll
       for (int i = 0; i < kVecs; ++i)
-        if (in.in_row(i, lane, tpr, n))
+        if (has(i))
 #pragma unroll
           for (int j = 0; j < kVec; ++j) s += in.at(i, j);
       mean = reduce.sum(s, tpr) * inv_cols;
@@ -78,7 +90,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
-      if (in.in_row(i, lane, tpr, n))
+      if (has(i))
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           const float d = in.at(i, j) - mean;
@@ -95,7 +107,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     // once spilled 66-240 bytes at 64 registers in 16-bit types.
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      if (!in.in_row(i, lane, tpr, n)) continue;
+      if (!has(i)) continue;
       const int64_t c = in.col(i, lane, tpr);
       const Vec<T, kVec> wv = ldg_vec<T, kVec>(w + c);
       float out[kVec];
@@ -106,7 +118,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
 #pragma unroll
         for (int j = 0; j < kVec; ++j) out[j] += to_acc<float>(bv.v[j]);
       }
-      store_vec<T, kVec>(y + r * p.cols + c, out);
+      store_vec<T, kVec>(y + r * cols + c, out);
     }
   }
 }
@@ -268,6 +280,12 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
 // nothing), each row read again from shared memory after the reduction (as fast, fewer
 // registers held). 4 rows a step took 128 KB a block: 1 block an SM, 253 us.
 constexpr int kStagedRows = 2, kStagedStages = 2;
+// Steps a block takes at least (fewer blocks when rows are few): each block's prologue (the
+// weight), epilogue (its column sums) and partial row in column_sums are paid over 8 rows, not
+// 4. Backward alone, cold L2, H100 (bf16 LayerNorm / RMSNorm 4096 x 1024, us): 1 step 25.8 /
+// 21.7, 2 steps 24.6 / 21.5, 4 steps 23.8 / 20.7, 8 steps 28.0 / 24.1; 16384 x 4096 and fp32
+// within 0.3% (kernels/layernorm/NOTES.md).
+constexpr int64_t kStagedMinSteps = 4;
 
 // Sums of M floats over the block (one row a block, blockDim.x a multiple of 32), one
 // __syncthreads() a call: lane 0 of each warp writes its partials to red[parity], and every
@@ -381,13 +399,24 @@ __global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams 
   }
   copy_async_wait<0>();
   // This block's column sums: workspace row blockIdx.x, laid out [row][plane][col] (every block
-  // writes, zeros if it had no rows).
-  float* ws = p.workspace + static_cast<int64_t>(blockIdx.x) * kPlanes<kCentered> * p.cols;
+  // writes, zeros if it had no rows). They pass through the staging memory, now free, so that a
+  // warp's stores are 512 contiguous bytes: stored straight from registers, a thread's 4-byte
+  // stores 4 * kVec bytes apart made 2.1 million partial L2 sector writes at bf16 4096 x 1024
+  // (ncu: the kernel at 62% of L2 throughput and 17% of DRAM's; kernels/layernorm/NOTES.md).
+  __syncthreads();  // every thread is done reading the staged rows
+  static_assert(kPlanes<kCentered> * kVec * sizeof(float) <= kStages * kRows * 2 * sizeof(uint4),
+                "the column sums must fit the staging memory");
+  float* plane = reinterpret_cast<float*>(staged);  // [plane][col]
 #pragma unroll
   for (int j = 0; j < kVec; ++j) {
-    ws[col + j] = sum_w[j];
-    if constexpr (kCentered) ws[p.cols + col + j] = sum_b[j];
+    plane[col + j] = sum_w[j];
+    if constexpr (kCentered) plane[p.cols + col + j] = sum_b[j];
   }
+  __syncthreads();
+  const float4* from = reinterpret_cast<const float4*>(plane);
+  float4* ws = reinterpret_cast<float4*>(p.workspace + static_cast<int64_t>(blockIdx.x) * kPlanes<kCentered> * p.cols);
+  const int quads = static_cast<int>(kPlanes<kCentered> * p.cols / 4);  // cols is a multiple of kVec >= 4
+  for (int q = threadIdx.x; q < quads; q += blockDim.x) ws[q] = from[q];
 }
 
 inline size_t staged_smem_bytes(int threads) {
@@ -395,8 +424,9 @@ inline size_t staged_smem_bytes(int threads) {
 }
 
 // The staged kernel's grid for rows of cols: as many blocks as the GPU holds at once, at most
-// one a row; 0 where the staged kernel does not apply (not whole 16-byte vectors, or rows of
-// fewer than 128 or more than 1024 of them). Read once per device and row width.
+// one per kStagedMinSteps steps of rows; 0 where the staged kernel does not apply (not whole
+// 16-byte vectors, or rows of fewer than 128 or more than 1024 of them). Blocks an SM: read once
+// per device and row width.
 template <typename T, bool kCentered>
 int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   constexpr int kVec = 16 / sizeof(T);
@@ -429,7 +459,9 @@ int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   }
   if (per_sm < 0) return 0;
   const int64_t grid = static_cast<int64_t>(per_sm) * sm_count();
-  return grid < rows ? grid : rows;
+  const int64_t rows_a_block = static_cast<int64_t>(kStagedRows) * kStagedMinSteps;
+  const int64_t few = (rows + rows_a_block - 1) / rows_a_block;
+  return grid < few ? grid : few;
 }
 
 template <typename T, int kVec, bool kCentered>
@@ -516,7 +548,12 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
   const RowwiseLaunch L = rowwise_launch(p.rows, p.cols, vec, kNormForwardVecs, false);
   if (L.grid == 0 || p.cols == 0) return nullptr;
   const bool wide = vec > 1;
-  if (L.vecs == 0) {
+  const ExactRows e = exact_rows(p.rows, p.cols, vec, sizeof(T));
+  if (e.tpr > 0) {
+    KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
+      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+    });
+  } else if (L.vecs == 0) {
     if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
     else norm_forward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
   } else {

@@ -55,7 +55,7 @@ constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
 // Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4
 // vectors caps a thread at 64 registers, so 8 blocks of 128 threads (8 rows of 4096 bf16) are
 // in flight an SM, not 5 or 7 (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
-constexpr int row_min_blocks(int vecs) { return vecs == 4 ? 2 : 1; }
+constexpr int row_min_blocks(int vecs) { return vecs >= 4 ? 2 : 1; }
 
 // target_vecs: vectors per thread to aim for (fewer threads per row, cheaper reductions, more
 // bytes in flight per thread); max_vecs: the most a kernel may hold. Rows of more than 2048
@@ -91,6 +91,56 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
   L.grid = persistent && groups > wave ? wave : groups;
   return L;
 }
+
+// Rows that fill their threads exactly: cols = tpr x vecs 16-byte vectors, tpr a width the
+// forwards are compiled for, so lanes, rows a block and the reductions' shuffles and barriers
+// are constants and no column is checked against the row's end. 4 vectors a thread at 32-256
+// threads a row (1024-8192 bf16 columns, 512-4096 fp32); fp32 rows of 1024 take a warp at 8
+// vectors a lane, as torch.compile does (4 rows a 128-thread block, no barrier). Measured
+// against the runtime-tpr kernels at 4096 x 1024 and 16384 x 4096 on the H100:
+// benchmarks/rowwise_forward_variants.py, variants 1 and 2 (kernels/softmax/NOTES.md).
+struct ExactRows {
+  int tpr = 0;   // 0: the row is not one of these widths
+  int vecs = 0;
+  int block = 0;
+  int64_t grid = 0;
+
+  unsigned launch_blocks() const { return static_cast<unsigned>(grid < 0x7fffffff ? grid : 0x7fffffff); }
+};
+
+inline ExactRows exact_rows(int64_t rows, int64_t cols, int vec, int elem_bytes) {
+  ExactRows e;
+  if (vec * elem_bytes != 16 || cols % vec != 0 || rows == 0) return e;
+  const int64_t nv = cols / vec;
+  if (elem_bytes == 4 && nv == 256) {
+    e.tpr = 32;
+    e.vecs = 8;
+  } else if (nv % 4 == 0 && (nv == 128 || nv == 256 || nv == 512 || nv == 1024)) {
+    e.tpr = static_cast<int>(nv / 4);
+    e.vecs = 4;
+  } else {
+    return e;
+  }
+  e.block = e.tpr > kRowBlockMin ? e.tpr : kRowBlockMin;
+  const int rpb = e.block / e.tpr;
+  e.grid = (rows + rpb - 1) / rpb;
+  return e;
+}
+
+// Calls body with constexpr kTpr and kVecs for an ExactRows' tpr and vecs of element type T
+// (8 vectors for fp32 only: nothing else takes them).
+#define KWB_EXACT_SWITCH(e, T, kTpr, kVecs, ...)                                                   \
+  [&]() {                                                                                        \
+    if constexpr (sizeof(T) == 4) {                                                              \
+      if ((e).vecs == 8) { constexpr int kTpr = 32, kVecs = 8; return __VA_ARGS__(); }           \
+    }                                                                                            \
+    constexpr int kVecs = 4;                                                                     \
+    if ((e).tpr == 32) { constexpr int kTpr = 32; return __VA_ARGS__(); }                        \
+    if ((e).tpr == 64) { constexpr int kTpr = 64; return __VA_ARGS__(); }                        \
+    if ((e).tpr == 128) { constexpr int kTpr = 128; return __VA_ARGS__(); }                      \
+    constexpr int kTpr = 256;                                                                    \
+    return __VA_ARGS__();                                                                        \
+  }()
 
 // Reduction over the tpr threads of each row of a block, of up to N floats at once (LayerNorm's
 // backward sums mean(g) and mean(g * xhat) together), with one __syncthreads() a call: the
@@ -182,6 +232,11 @@ struct RowRegs {
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
       if (col(i, lane, tpr) < cols) v[i] = *reinterpret_cast<const Vec<T, kVec>*>(row + col(i, lane, tpr));
+  }
+  // Every vector: the row fills its threads exactly (exact_rows()).
+  __device__ __forceinline__ void load_all(const T* row, int lane, int tpr) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) v[i] = *reinterpret_cast<const Vec<T, kVec>*>(row + col(i, lane, tpr));
   }
   __device__ __forceinline__ static bool in_row(int i, int lane, int tpr, int64_t cols) {
     return col(i, lane, tpr) < cols;

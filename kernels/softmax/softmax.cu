@@ -27,35 +27,47 @@ constexpr int kForwardVecs = 4, kBackwardVecs = 2;
 // or 11 bits). fp32 keeps expf.
 template <typename T> __device__ __forceinline__ float exp_(float v) { return sizeof(T) == 2 ? __expf(v) : expf(v); }
 
-template <typename T, int kVec, int kVecs>
+// kTpr > 0: rows of exactly kTpr x kVecs vectors (kwb::exact_rows), with tpr, the block and
+// cols compile-time constants; 0: any row the register path holds, tpr given at launch.
+template <typename T, int kVec, int kVecs, int kTpr = 0>
 __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_blocks(kVecs)) forward_regs(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                                                     int64_t cols, int tpr) {
+                                                     int64_t cols_arg, int tpr_arg) {
+  constexpr bool kExact = kTpr > 0;
+  const int tpr = kExact ? kTpr : tpr_arg;
+  const int64_t cols = kExact ? static_cast<int64_t>(kTpr) * kVecs * kVec : cols_arg;
   __shared__ float scratch[2][32];
   kwb::RowReducer<1> reduce(scratch);
-  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
+  const int rpb = (kExact ? (kTpr > kwb::kRowBlockMin ? kTpr : kwb::kRowBlockMin) : blockDim.x) / tpr;
+  const int lane = threadIdx.x % tpr;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < rows ? cols : 0;  // a group past the last row holds no columns
     kwb::RowRegs<T, kVec, kVecs> in;
-    in.load(x + r * cols, n, lane, tpr);
+    if constexpr (kExact) {
+      if (n) in.load_all(x + r * cols, lane, tpr);
+    } else {
+      in.load(x + r * cols, n, lane, tpr);
+    }
+    // vector i of this thread is in its row: every vector of a real row when exact
+    auto has = [&](int i) { return kExact ? n != 0 : in.in_row(i, lane, tpr, n); };
     float m = kNegInf;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
-      if (in.in_row(i, lane, tpr, n))
+      if (has(i))
 #pragma unroll
         for (int j = 0; j < kVec; ++j) m = fmaxf(m, in.at(i, j));
     m = reduce.max(m, tpr);
-    // fp32 keeps exp(x - max) in registers for the write; half types compute it again there
-    // (ex2.approx is cheap): 32 floats a thread at 4096 bf16 cost rows in flight
-    // (kernels/softmax/NOTES.md, v1).
+    // fp32 keeps exp(x - max) for the write, in x's own registers (a second array spilled 112
+    // bytes at 8 vectors a lane); half types compute it again there (ex2.approx is cheap): 32
+    // floats a thread at 4096 bf16 cost rows in flight (kernels/softmax/NOTES.md, v1).
     constexpr bool kKeep = sizeof(T) == 4;
-    float e[kKeep ? kVecs : 1][kKeep ? kVec : 1], s = 0.f;
+    float s = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float v = in.in_row(i, lane, tpr, n) ? exp_<T>(in.at(i, j) - m) : 0.f;
-        if constexpr (kKeep) e[i][j] = v;
+        const float v = has(i) ? exp_<T>(in.at(i, j) - m) : 0.f;
+        if constexpr (kKeep) in.v[i].v[j] = v;
         s += v;
       }
     // __fdividef: 1 / s (s in [1, cols]) without IEEE division's slow-path call, whose saved
@@ -63,11 +75,11 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
     const float inv = __fdividef(1.f, reduce.sum(s, tpr));
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      if (!in.in_row(i, lane, tpr, n)) continue;
+      if (!has(i)) continue;
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        if constexpr (kKeep) out[j] = e[i][j] * inv;
+        if constexpr (kKeep) out[j] = in.at(i, j) * inv;
         else out[j] = exp_<T>(in.at(i, j) - m) * inv;
       }
       kwb::store_vec<T, kVec>(y + r * cols + in.col(i, lane, tpr), out);
@@ -179,6 +191,15 @@ void forward_launch(const SoftmaxParams& p, const kwb::RowwiseLaunch& L, cudaStr
   if (L.vecs == 0) {
     forward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols);
     return;
+  }
+  if constexpr (kVec * sizeof(T) == 16) {
+    const kwb::ExactRows e = kwb::exact_rows(p.rows, p.cols, kVec, sizeof(T));
+    if (e.tpr > 0) {
+      KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
+        forward_regs<T, kVec, kVecs, kTpr><<<e.launch_blocks(), e.block, 0, stream>>>(x, y, p.rows, p.cols, kTpr);
+      });
+      return;
+    }
   }
   KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
     forward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(x, y, p.rows, p.cols, L.tpr);
