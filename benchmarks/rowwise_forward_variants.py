@@ -29,6 +29,9 @@ rows of 256-1024 elements run XBLOCK=1 with num_warps=1 (a warp a row, 32 elemen
 no shared memory, 4096 CTAs of 32 threads); rows of 4096 run XBLOCK=1 with 8 warps, 16 elements
 a thread: kwb's own geometry. --once launches compile's kernel too, so ncu shows which it is.
 
+Variants 1 and 2 are shipped since 9f6d034 for rows that fill their threads exactly (kwb_rowwise.cuh's
+exact_rows: a compile-time tpr, fp32 rows of 1024 a warp at 8 vectors); variant 0 runs them there.
+
 variant 0: the shipped forwards, called as the project ships them (wb.load: k.softmax,
            k.layernorm, k.rmsnorm)
 variant 1: the shipped geometry (tpr = cols / (4 x 16-byte vectors), block max(tpr, 128), a
