@@ -52,6 +52,9 @@ variant 4: variant 1 on a persistent grid (as many blocks as fit at once), the n
            copied into shared memory by cp.async while this one reduces (2 stages; each thread
            reads back only what it copied, so the pipeline needs no barrier): the change that
            won the backward (norm_backward_variants.py), for the forward
+variant 5: softmax only: variant 1 (fp32 1024: variant 2) with one reduction a row, of each
+           thread's (max, sum of exp(x - its max)) pair, as Inductor's online softmax (its
+           prepare_softmax_online); fp32 rescales its kept exps by exp(own max - row max)
 
 ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
   shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
@@ -78,7 +81,7 @@ CUDA = r"""
 
 namespace rwv {
 
-enum : int { kSoftmax = 0, kLayerNorm = 1, kRmsNorm = 2 };
+enum : int { kSoftmax = 0, kLayerNorm = 1, kRmsNorm = 2, kSoftmaxOnline = 3 };
 
 // 16 bytes of T as floats, and back (fp32 and bf16; bf16 widens exactly by a shift).
 template <typename T> struct V16;
@@ -147,6 +150,33 @@ __device__ __forceinline__ float row_reduce(float v, float (*red)[kWarps], int& 
   return v;
 }
 
+// The row's (max, sum of exp(x - max)) from each thread's own pair in one reduction (variant 5):
+// a pair merges as (M, s_a e^(m_a - M) + s_b e^(m_b - M)), M = max(m_a, m_b); a side already at M
+// keeps its sum (no -inf - -inf).
+template <typename T, int kTpr, int kWarps>
+__device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*red)[kWarps], int& parity) {
+  constexpr int kWidth = kTpr < 32 ? kTpr : 32;
+  auto merge = [](float& m, float& s, float mo, float so) {
+    const float M = fmaxf(m, mo);
+    s = (m == M ? s : s * exp_<T>(m - M)) + (mo == M ? so : so * exp_<T>(mo - M));
+    m = M;
+  };
+#pragma unroll
+  for (int o = kWidth / 2; o > 0; o >>= 1) merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  if constexpr (kTpr > 32) {
+    constexpr int kRowWarps = kTpr / 32;
+    float2* buf = red[parity];
+    parity ^= 1;
+    const int warp = threadIdx.x / 32, first = warp / kRowWarps * kRowWarps;
+    if ((threadIdx.x & 31) == 0) buf[warp] = make_float2(m, s);
+    __syncthreads();
+    m = buf[first].x;
+    s = buf[first].y;
+#pragma unroll
+    for (int k = 1; k < kRowWarps; ++k) merge(m, s, buf[first + k].x, buf[first + k].y);
+  }
+}
+
 // A row in the registers of kTpr threads, kVecs 16-byte vectors a thread at columns
 // (i * kTpr + lane) * kVec (kwb::RowRegs' layout); kBlock / kTpr rows a block. Rows are visited
 // by a loop over row groups: with kStaged false the grid is one block a group (one trip);
@@ -162,6 +192,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   // weight/bias vectors loaded at once: all 4 where 64 registers leave room, else one at a time
   constexpr int kChunk = 65536 / (kBlock * kMinBlocks) >= 64 && kVecs <= 4 ? kVecs : 1;
   __shared__ float red[2][kWarps];
+  __shared__ float2 red2[2][kOp == kSoftmaxOnline ? kWarps : 1];
   extern __shared__ uint4 stage[];  // kStaged: [2][kVecs][kBlock]
   int parity = 0;
   const int lane = threadIdx.x % kTpr, group = threadIdx.x / kTpr;
@@ -197,7 +228,44 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16(xr + i * kStride) : make_uint4(0u, 0u, 0u, 0u);
     }
-    if constexpr (kOp == kSoftmax) {
+    if constexpr (kOp == kSoftmaxOnline) {
+      // each thread's (max, sum) from its own values, then one reduction of the pairs; fp32
+      // keeps exp(x - own max) and rescales it by exp(own max - row max) in the write
+      float m = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        float f[kVec];
+        V::unpack(v[i], f);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) m = fmaxf(m, f[j]);
+      }
+      constexpr bool kKeep = sizeof(T) == 4;
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        float f[kVec];
+        V::unpack(v[i], f);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          f[j] = exp_<T>(f[j] - m);
+          sum += f[j];
+        }
+        if constexpr (kKeep) v[i] = V::pack(f);
+      }
+      float row_m = m, row_s = sum;
+      row_reduce_online<T, kTpr, kWarps>(row_m, row_s, red2, parity);
+      const float inv = __fdividef(1.f, row_s);
+      const float scale = (m == row_m ? 1.f : exp_<T>(m - row_m)) * inv;  // kKeep: this thread's rescale
+      if (valid)
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) {
+          float f[kVec];
+          V::unpack(v[i], f);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) f[j] = kKeep ? f[j] * scale : exp_<T>(f[j] - row_m) * inv;
+          st16(yr + i * kStride, V::pack(f));
+        }
+    } else if constexpr (kOp == kSoftmax) {
       float m = -INFINITY;
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) {
@@ -364,6 +432,13 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
       if constexpr (sizeof(T) == 4) return four_vectors<kOp, T, 32, false>(a, nv / 4, stream);
       return "does not apply: the 32-register cap is for fp32";
     case 4: return four_vectors<kOp, T, 64, true>(a, nv / 4, stream);
+    case 5:  // softmax only: variant 1 (variant 2's warp at fp32 1024) with one (max, sum) reduction
+      if constexpr (kOp == kSoftmax) {
+        if constexpr (sizeof(T) == 4)
+          if (nv == 256) return launch<kSoftmaxOnline, T, 32, 8, 64, false>(a, stream);
+        return four_vectors<kSoftmaxOnline, T, 64, false>(a, nv / 4, stream);
+      }
+      return "does not apply: the online reduction is softmax's";
     default: return "no such variant";
   }
 }
@@ -422,7 +497,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = (0, 1, 2, 3, 4)
+VARIANTS = (0, 1, 2, 3, 4, 5)
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under

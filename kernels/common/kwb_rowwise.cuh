@@ -93,12 +93,13 @@ inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int tar
 }
 
 // Rows that fill their threads exactly: cols = tpr x vecs 16-byte vectors, tpr a width the
-// forwards are compiled for, so lanes, rows a block and the reductions' shuffles and barriers
-// are constants and no column is checked against the row's end. 4 vectors a thread at 32-256
-// threads a row (1024-8192 bf16 columns, 512-4096 fp32); fp32 rows of 1024 take a warp at 8
-// vectors a lane, as torch.compile does (4 rows a 128-thread block, no barrier). Measured
-// against the runtime-tpr kernels at 4096 x 1024 and 16384 x 4096 on the H100:
-// benchmarks/rowwise_forward_variants.py, variants 1 and 2 (kernels/softmax/NOTES.md).
+// kernels are compiled for (32-256), so lanes, rows a block and the reductions' shuffles and
+// barriers are constants and no column is checked against the row's end. The forwards hold 4
+// vectors a thread (1024-8192 bf16 columns, 512-4096 fp32), and fp32 rows of 1024 take a warp
+// at 8 vectors a lane, as torch.compile does (4 rows a 128-thread block, no barrier); softmax's
+// backward holds 2 of each of its two tensors. Measured against the runtime-tpr kernels at 4096
+// x 1024 and 16384 x 4096 on the H100: benchmarks/rowwise_forward_variants.py, variants 1 and
+// 2, and kernels/layernorm/NOTES.md, "Round 4".
 struct ExactRows {
   int tpr = 0;   // 0: the row is not one of these widths
   int vecs = 0;
@@ -108,16 +109,17 @@ struct ExactRows {
   unsigned launch_blocks() const { return static_cast<unsigned>(grid < 0x7fffffff ? grid : 0x7fffffff); }
 };
 
-inline ExactRows exact_rows(int64_t rows, int64_t cols, int vec, int elem_bytes) {
+// vecs: the vectors a thread holds (4 or 2); 4 gives fp32 rows of 1024 their warp at 8.
+inline ExactRows exact_rows(int64_t rows, int64_t cols, int vec, int elem_bytes, int vecs = 4) {
   ExactRows e;
   if (vec * elem_bytes != 16 || cols % vec != 0 || rows == 0) return e;
   const int64_t nv = cols / vec;
-  if (elem_bytes == 4 && nv == 256) {
+  if (vecs == 4 && elem_bytes == 4 && nv == 256) {
     e.tpr = 32;
     e.vecs = 8;
-  } else if (nv % 4 == 0 && (nv == 128 || nv == 256 || nv == 512 || nv == 1024)) {
-    e.tpr = static_cast<int>(nv / 4);
-    e.vecs = 4;
+  } else if (nv % vecs == 0 && (nv / vecs == 32 || nv / vecs == 64 || nv / vecs == 128 || nv / vecs == 256)) {
+    e.tpr = static_cast<int>(nv / vecs);
+    e.vecs = vecs;
   } else {
     return e;
   }
@@ -127,19 +129,25 @@ inline ExactRows exact_rows(int64_t rows, int64_t cols, int vec, int elem_bytes)
   return e;
 }
 
-// Calls body with constexpr kTpr and kVecs for an ExactRows' tpr and vecs of element type T
-// (8 vectors for fp32 only: nothing else takes them).
-#define KWB_EXACT_SWITCH(e, T, kTpr, kVecs, ...)                                                   \
-  [&]() {                                                                                        \
-    if constexpr (sizeof(T) == 4) {                                                              \
-      if ((e).vecs == 8) { constexpr int kTpr = 32, kVecs = 8; return __VA_ARGS__(); }           \
-    }                                                                                            \
-    constexpr int kVecs = 4;                                                                     \
-    if ((e).tpr == 32) { constexpr int kTpr = 32; return __VA_ARGS__(); }                        \
-    if ((e).tpr == 64) { constexpr int kTpr = 64; return __VA_ARGS__(); }                        \
-    if ((e).tpr == 128) { constexpr int kTpr = 128; return __VA_ARGS__(); }                      \
-    constexpr int kTpr = 256;                                                                    \
-    return __VA_ARGS__();                                                                        \
+// Calls body with a constexpr kTpr for an ExactRows' tpr (32, 64, 128 or 256).
+#define KWB_TPR_SWITCH(tpr, kTpr, ...)                                  \
+  [&]() {                                                               \
+    if ((tpr) == 32) { constexpr int kTpr = 32; return __VA_ARGS__(); }   \
+    if ((tpr) == 64) { constexpr int kTpr = 64; return __VA_ARGS__(); }   \
+    if ((tpr) == 128) { constexpr int kTpr = 128; return __VA_ARGS__(); } \
+    constexpr int kTpr = 256;                                           \
+    return __VA_ARGS__();                                               \
+  }()
+
+// Calls body with constexpr kTpr and kVecs for a forward's ExactRows (exact_rows(..., 4)) of
+// element type T (8 vectors for fp32 only: nothing else takes them).
+#define KWB_EXACT_SWITCH(e, T, kTpr, kVecs, ...)                                         \
+  [&]() {                                                                              \
+    if constexpr (sizeof(T) == 4) {                                                    \
+      if ((e).vecs == 8) { constexpr int kTpr = 32, kVecs = 8; return __VA_ARGS__(); } \
+    }                                                                                  \
+    constexpr int kVecs = 4;                                                           \
+    return KWB_TPR_SWITCH((e).tpr, kTpr, __VA_ARGS__);                                 \
   }()
 
 // Reduction over the tpr threads of each row of a block, of up to N floats at once (LayerNorm's
@@ -237,6 +245,18 @@ struct RowRegs {
   __device__ __forceinline__ void load_all(const T* row, int lane, int tpr) {
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) v[i] = *reinterpret_cast<const Vec<T, kVec>*>(row + col(i, lane, tpr));
+  }
+  // load_all(), or zeros where the row does not exist (valid false: nothing is read).
+  __device__ __forceinline__ void load_all_if(const T* row, int lane, int tpr, bool valid) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (valid) {
+        v[i] = *reinterpret_cast<const Vec<T, kVec>*>(row + col(i, lane, tpr));
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[i].v[j] = from_acc<T>(0.f);
+      }
+    }
   }
   __device__ __forceinline__ static bool in_row(int i, int lane, int tpr, int64_t cols) {
     return col(i, lane, tpr) < cols;

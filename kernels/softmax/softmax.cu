@@ -44,12 +44,14 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
     const int64_t n = r < rows ? cols : 0;  // a group past the last row holds no columns
     kwb::RowRegs<T, kVec, kVecs> in;
     if constexpr (kExact) {
-      if (n) in.load_all(x + r * cols, lane, tpr);
+      in.load_all_if(x + r * cols, lane, tpr, n != 0);
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
-    // vector i of this thread is in its row: every vector of a real row when exact
-    auto has = [&](int i) { return kExact ? n != 0 : in.in_row(i, lane, tpr, n); };
+    // vector i of this thread is in its row. Exact rows: every vector, and a group past the last
+    // row computes on zeros and stores nothing, so nothing but the stores is predicated (the
+    // predicated form ran 11.4 us at bf16 4096 x 1024 where variant 1's ran 10.3).
+    auto has = [&](int i) { return kExact || in.in_row(i, lane, tpr, n); };
     float m = kNegInf;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
@@ -57,17 +59,21 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
 #pragma unroll
         for (int j = 0; j < kVec; ++j) m = fmaxf(m, in.at(i, j));
     m = reduce.max(m, tpr);
-    // fp32 keeps exp(x - max) for the write, in x's own registers (a second array spilled 112
-    // bytes at 8 vectors a lane); half types compute it again there (ex2.approx is cheap): 32
-    // floats a thread at 4096 bf16 cost rows in flight (kernels/softmax/NOTES.md, v1).
-    constexpr bool kKeep = sizeof(T) == 4;
+    // exp(x - max) is kept for the write: fp32 in x's own registers (a second array spilled 112
+    // bytes at 8 vectors a lane), exact half rows in floats beside them (one ex2 an element, not
+    // two: 32 floats a thread still fit 64 registers there). Other half rows compute it again
+    // (ex2.approx is cheap): 32 floats a thread at 4096 bf16 cost rows in flight
+    // (kernels/softmax/NOTES.md, v1).
+    constexpr bool kKeepInPlace = sizeof(T) == 4, kKeepApart = !kKeepInPlace && kExact;
+    float kept[kKeepApart ? kVecs : 1][kKeepApart ? kVec : 1];
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
         const float v = has(i) ? exp_<T>(in.at(i, j) - m) : 0.f;
-        if constexpr (kKeep) in.v[i].v[j] = v;
+        if constexpr (kKeepInPlace) in.v[i].v[j] = v;
+        if constexpr (kKeepApart) kept[i][j] = v;
         s += v;
       }
     // __fdividef: 1 / s (s in [1, cols]) without IEEE division's slow-path call, whose saved
@@ -75,11 +81,12 @@ __global__ void __launch_bounds__(kwb::row_max_threads(kVecs), kwb::row_min_bloc
     const float inv = __fdividef(1.f, reduce.sum(s, tpr));
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      if (!has(i)) continue;
+      if (!has(i) || n == 0) continue;
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        if constexpr (kKeep) out[j] = in.at(i, j) * inv;
+        if constexpr (kKeepInPlace) out[j] = in.at(i, j) * inv;
+        else if constexpr (kKeepApart) out[j] = kept[i][j] * inv;
         else out[j] = exp_<T>(in.at(i, j) - m) * inv;
       }
       kwb::store_vec<T, kVec>(y + r * cols + in.col(i, lane, tpr), out);
@@ -127,28 +134,39 @@ __global__ void __launch_bounds__(1024) forward_loop(const T* __restrict__ x, T*
   }
 }
 
-template <typename T, int kVec, int kVecs>
+template <typename T, int kVec, int kVecs, int kTpr = 0>
 __global__ void __launch_bounds__(kwb::row_max_threads(kVecs)) backward_regs(const T* __restrict__ grad, const T* __restrict__ y,
-                                                      T* __restrict__ grad_x, int64_t rows, int64_t cols, int tpr) {
+                                                      T* __restrict__ grad_x, int64_t rows, int64_t cols_arg,
+                                                      int tpr_arg) {
+  constexpr bool kExact = kTpr > 0;  // as forward_regs'
+  const int tpr = kExact ? kTpr : tpr_arg;
+  const int64_t cols = kExact ? static_cast<int64_t>(kTpr) * kVecs * kVec : cols_arg;
   __shared__ float scratch[2][32];
   kwb::RowReducer<1> reduce(scratch);
-  const int rpb = blockDim.x / tpr, lane = threadIdx.x % tpr;
+  const int rpb = (kExact ? (kTpr > kwb::kRowBlockMin ? kTpr : kwb::kRowBlockMin) : blockDim.x) / tpr;
+  const int lane = threadIdx.x % tpr;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * rpb; base < rows; base += static_cast<int64_t>(gridDim.x) * rpb) {
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < rows ? cols : 0;
     kwb::RowRegs<T, kVec, kVecs> g, out;
-    g.load(grad + r * cols, n, lane, tpr);
-    out.load(y + r * cols, n, lane, tpr);
+    if constexpr (kExact) {
+      g.load_all_if(grad + r * cols, lane, tpr, n != 0);
+      out.load_all_if(y + r * cols, lane, tpr, n != 0);
+    } else {
+      g.load(grad + r * cols, n, lane, tpr);
+      out.load(y + r * cols, n, lane, tpr);
+    }
+    auto has = [&](int i) { return kExact || g.in_row(i, lane, tpr, n); };  // as forward_regs
     float dot = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecs; ++i)
-      if (g.in_row(i, lane, tpr, n))
+      if (has(i))
 #pragma unroll
         for (int j = 0; j < kVec; ++j) dot += g.at(i, j) * out.at(i, j);
     dot = reduce.sum(dot, tpr);
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      if (!g.in_row(i, lane, tpr, n)) continue;
+      if (!has(i) || n == 0) continue;
       float d[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) d[j] = out.at(i, j) * (g.at(i, j) - dot);
@@ -214,6 +232,15 @@ void backward_launch(const SoftmaxBackwardParams& p, const kwb::RowwiseLaunch& L
   if (L.vecs == 0) {
     backward_loop<T, kVec><<<L.launch_blocks(), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols);
     return;
+  }
+  if constexpr (kVec * sizeof(T) == 16) {
+    const kwb::ExactRows e = kwb::exact_rows(p.rows, p.cols, kVec, sizeof(T), kBackwardVecs);
+    if (e.tpr > 0) {
+      KWB_TPR_SWITCH(e.tpr, kTpr, [&] {
+        backward_regs<T, kVec, kBackwardVecs, kTpr><<<e.launch_blocks(), e.block, 0, stream>>>(g, y, gx, p.rows, p.cols, kTpr);
+      });
+      return;
+    }
   }
   KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
     backward_regs<T, kVec, kVecs><<<L.launch_blocks(), L.block, 0, stream>>>(g, y, gx, p.rows, p.cols, L.tpr);
