@@ -9,7 +9,7 @@
 // Backward, per row, with g = grad * w:
 //   grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat))     (RMSNorm: no mean(g) term)
 //   grad_w = sum over rows of grad * xhat,  grad_b = sum over rows of grad
-// A fixed grid of one wave walks the rows; each thread keeps its columns' grad_w / grad_b
+// A fixed grid of at most one wave walks the rows; each thread keeps its columns' grad_w / grad_b
 // sums in registers and writes them once to a workspace row, and column_sums() adds the
 // workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
 // grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md). Rows of 128 to 1024 16-byte
@@ -280,9 +280,9 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
 // nothing), each row read again from shared memory after the reduction (as fast, fewer
 // registers held). 4 rows a step took 128 KB a block: 1 block an SM, 253 us.
 constexpr int kStagedRows = 2, kStagedStages = 2;
-// Steps a block takes at least (fewer blocks when rows are few): each block's prologue (the
-// weight), epilogue (its column sums) and partial row in column_sums are paid over 8 rows, not
-// 4. Backward alone, cold L2, H100 (bf16 LayerNorm / RMSNorm 4096 x 1024, us): 1 step 25.8 /
+// Steps a block takes at least (fewer blocks when rows are few, down to a block an SM): at 4096
+// rows, each block's prologue (the weight), epilogue (its column sums) and partial row in
+// column_sums are paid over 8 rows, not 4. Backward alone, cold L2, H100 (bf16 LayerNorm / RMSNorm 4096 x 1024, us): 1 step 25.8 /
 // 21.7, 2 steps 24.6 / 21.5, 4 steps 23.8 / 20.7, 8 steps 28.0 / 24.1; 16384 x 4096 and fp32
 // within 0.3% (kernels/layernorm/NOTES.md).
 constexpr int64_t kStagedMinSteps = 4;
@@ -460,7 +460,10 @@ int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   if (per_sm < 0) return 0;
   const int64_t grid = static_cast<int64_t>(per_sm) * sm_count();
   const int64_t rows_a_block = static_cast<int64_t>(kStagedRows) * kStagedMinSteps;
-  const int64_t few = (rows + rows_a_block - 1) / rows_a_block;
+  // the floor never takes a batch below a block an SM (or a block a row, when rows are fewer)
+  const int64_t one_each = rows < sm_count() ? rows : sm_count();
+  int64_t few = (rows + rows_a_block - 1) / rows_a_block;
+  if (few < one_each) few = one_each;
   return grid < few ? grid : few;
 }
 

@@ -4,7 +4,7 @@
 // Two paths, chosen per launch by rowwise_launch():
 //
 // - Register path: a row lives in the registers of `tpr` threads (a power of two, 1 to 1024),
-//   each holding `vecs` 16-byte vectors (1, 2 or 4) at columns (i * tpr + lane) * kVec, so a
+//   each holding `vecs` 16-byte vectors (1, 2 or 4; 8 for fp32 rows of 1024, exact_rows()) at columns (i * tpr + lane) * kVec, so a
 //   warp's loads of vector i are one contiguous run. x is read once and y written once: the
 //   fewest bytes there are. Short rows share a block (a 128-thread block holds 128 / tpr
 //   rows), long rows take up to 1024 threads. Rows of up to 2048 vectors fit: 8192 fp32 or
@@ -52,7 +52,7 @@ inline int64_t pow2_ceil(int64_t v) {
 // one tensor are 32 floats, which a 1024-thread block (64 registers a thread) spilled
 // (kernels/layernorm/NOTES.md).
 constexpr int row_max_threads(int vecs) { return vecs > 2 ? 512 : 1024; }
-// Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4
+// Blocks of row_max_threads an SM must hold (__launch_bounds__' second argument): 2 at 4 (or 8)
 // vectors caps a thread at 64 registers, so 8 blocks of 128 threads (8 rows of 4096 bf16) are
 // in flight an SM, not 5 or 7 (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
 constexpr int row_min_blocks(int vecs) { return vecs >= 4 ? 2 : 1; }
@@ -64,7 +64,8 @@ constexpr int row_min_blocks(int vecs) { return vecs >= 4 ? 2 : 1; }
 inline RowwiseLaunch rowwise_launch(int64_t rows, int64_t cols, int vec, int target_vecs, bool persistent,
                                     int max_vecs = 4) {
   // KWB_ROW_VECS=1|2|4 overrides the kernel's target for tuning runs (every variant is
-  // compiled; a benchmark compares them without a rebuild). 4 won, and an 8-vector path lost
+  // compiled; a benchmark compares them without a rebuild). Rows that exact_rows() takes do
+  // not come here, so the override leaves them as they are. 4 won, and an 8-vector path lost
   // (kernels/layernorm/NOTES.md, kernels/softmax/NOTES.md).
   static const int env_vecs = [] {
     const char* v = std::getenv("KWB_ROW_VECS");

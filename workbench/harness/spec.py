@@ -239,10 +239,11 @@ ROW_SWEEP = tuple(1 << k for k in range(8, 19))
 def row_shapes() -> list[tuple]:
     """Shapes for an op over the last dimension: three rows of each awkward length, no rows,
     rows sharing a block (17, 64), 16-byte vectors and their tails (2049, 4096), widths that
-    fill their threads exactly with a last block short of rows (5 x 1024, 3 x 2048, 3 x 8192),
-    and rows longer than a register path holds (8200, 16400: forward 8192 fp32 / 16384 bf16)."""
-    return [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (130, 64), (5, 1024), (3, 2048), (5, 2049), (33, 4096),
-                                              (3, 8192), (2, 8200), (2, 16400)]
+    fill their threads exactly (exact_rows: 256-8192), the narrow ones with a last block short
+    of rows (5 x 256, 5 x 512, 5 x 1024, 3 x 2048), and rows longer than a register path holds
+    (8200, 16400: forward 8192 fp32 / 16384 bf16)."""
+    return [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (130, 64), (5, 256), (5, 512), (5, 1024), (3, 2048),
+                                              (5, 2049), (33, 4096), (3, 8192), (2, 8200), (2, 16400)]
 
 
 def row_sizes(sweep: bool = False) -> dict:
