@@ -228,9 +228,10 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16(xr + i * kStride) : make_uint4(0u, 0u, 0u, 0u);
     }
-    if constexpr (kOp == kSoftmaxOnline) {
-      // each thread's (max, sum) from its own values, then one reduction of the pairs; fp32
-      // keeps exp(x - own max) and rescales it by exp(own max - row max) in the write
+    if constexpr (kOp == kSoftmax || kOp == kSoftmaxOnline) {
+      // kSoftmaxOnline (variant 5): each thread's (max, sum) from its own values, then one
+      // reduction of the pairs; fp32 rescales its kept exps by exp(own max - row max) in the write
+      constexpr bool kOnline = kOp == kSoftmaxOnline;
       float m = -INFINITY;
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) {
@@ -239,42 +240,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
 #pragma unroll
         for (int j = 0; j < kVec; ++j) m = fmaxf(m, f[j]);
       }
-      constexpr bool kKeep = sizeof(T) == 4;
-      float sum = 0.f;
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        float f[kVec];
-        V::unpack(v[i], f);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          f[j] = exp_<T>(f[j] - m);
-          sum += f[j];
-        }
-        if constexpr (kKeep) v[i] = V::pack(f);
-      }
-      float row_m = m, row_s = sum;
-      row_reduce_online<T, kTpr, kWarps>(row_m, row_s, red2, parity);
-      const float inv = __fdividef(1.f, row_s);
-      const float scale = (m == row_m ? 1.f : exp_<T>(m - row_m)) * inv;  // kKeep: this thread's rescale
-      if (valid)
-#pragma unroll
-        for (int i = 0; i < kVecs; ++i) {
-          float f[kVec];
-          V::unpack(v[i], f);
-#pragma unroll
-          for (int j = 0; j < kVec; ++j) f[j] = kKeep ? f[j] * scale : exp_<T>(f[j] - row_m) * inv;
-          st16(yr + i * kStride, V::pack(f));
-        }
-    } else if constexpr (kOp == kSoftmax) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) {
-        float f[kVec];
-        V::unpack(v[i], f);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) m = fmaxf(m, f[j]);
-      }
-      m = row_reduce<kTpr, kWarps, true>(m, red, parity);
+      if constexpr (!kOnline) m = row_reduce<kTpr, kWarps, true>(m, red, parity);
       // fp32 keeps exp(x - max) in x's registers. bf16 asks for it again in the write, as shipped,
       // but ptxas keeps the first pass's values (32 MUFU.EX2 a thread, 47 registers: no spill).
       constexpr bool kKeep = sizeof(T) == 4;
@@ -291,14 +257,24 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
         if constexpr (kKeep) v[i] = V::pack(f);
       }
       // __fdividef: an IEEE division's slow path is a call, whose saved registers spill at 32
-      const float inv = __fdividef(1.f, row_reduce<kTpr, kWarps, false>(sum, red, parity));
+      float inv, scale;  // scale: what a kept exp is multiplied by
+      if constexpr (kOnline) {
+        float row_m = m, row_s = sum;
+        row_reduce_online<T, kTpr, kWarps>(row_m, row_s, red2, parity);
+        inv = __fdividef(1.f, row_s);
+        scale = (m == row_m ? 1.f : exp_<T>(m - row_m)) * inv;
+        m = row_m;
+      } else {
+        inv = __fdividef(1.f, row_reduce<kTpr, kWarps, false>(sum, red, parity));
+        scale = inv;
+      }
       if (valid)
 #pragma unroll
         for (int i = 0; i < kVecs; ++i) {
           float f[kVec];
           V::unpack(v[i], f);
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) f[j] = (kKeep ? f[j] : exp_<T>(f[j] - m)) * inv;
+          for (int j = 0; j < kVec; ++j) f[j] = kKeep ? f[j] * scale : exp_<T>(f[j] - m) * inv;
           st16(yr + i * kStride, V::pack(f));
         }
     } else {
