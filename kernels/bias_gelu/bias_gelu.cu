@@ -13,36 +13,30 @@
 
 namespace {
 
-constexpr int kUnroll = 4;  // rows in flight per thread: 4 x 16-byte loads each of x (and grad)
+constexpr int kUnroll = 4;  // rows in flight per thread in the backward: 4 x 16-byte loads each of grad and x
 
 template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
 
-template <typename T, int kVec, bool kTanh>
+// The forward as a flat map, one kVec-element vector a thread at flat vector index i, its bias
+// vector at i mod (cols / kVec), as kwb_elementwise.cuh's map: blocks sweep memory in order, and
+// at 32 registers or fewer every block of 256 x 4096 is resident at once. fp32 on the H100: 98.6%
+// of the copy ceiling at 8192 x 8192 and 3.9 us at 256 x 4096, where a rows x columns tiling
+// (16 rows a block, 44 registers) reached 93.4% and 4.7 us (benchmarks/bias_gelu_variants.py).
+template <typename T, int kVec, bool kTanh, typename Div>
 __global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
-                                                      T* __restrict__ y, kwb::RowTiling t) {
+                                                      T* __restrict__ y, int64_t n_vec, Div col_vecs) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const kwb::TilePlace p = kwb::tile_place(t, kVec);
-  if (p.c >= t.cols) return;
-  const V bv = *reinterpret_cast<const V*>(bias + p.c);
-  A b[kVec];
+  using Index = decltype(col_vecs.mod(0));
+  const Index i = static_cast<Index>(blockIdx.x) * 256 + threadIdx.x;
+  if (i >= n_vec) return;
+  const V in = reinterpret_cast<const V*>(x)[i];
+  const V b = reinterpret_cast<const V*>(bias)[col_vecs.mod(i)];
+  V out;
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) b[j] = kwb::to_acc<A>(bv.v[j]);
-  for (int64_t r = p.r0; r < p.r1; r += kUnroll) {
-    V in[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)  // every load of the group before any math: bytes in flight
-      if (r + u < p.r1) in[u] = *reinterpret_cast<const V*>(x + (r + u) * t.cols + p.c);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (r + u < p.r1) {
-        V out;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + b[j]));
-        *reinterpret_cast<V*>(y + (r + u) * t.cols + p.c) = out;
-      }
-    }
-  }
+  for (int j = 0; j < kVec; ++j)
+    out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<A>(in.v[j]) + kwb::to_acc<A>(b.v[j])));
+  reinterpret_cast<V*>(y)[i] = out;
 }
 
 template <typename T, int kVec, bool kTanh>
@@ -85,34 +79,58 @@ __global__ void __launch_bounds__(256) backward_kernel(const T* __restrict__ gra
       }
     }
   }
+  if (t.row_blocks == 1) {  // one run covers every row
 #pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    if (t.row_blocks == 1) grad_bias[p.c + j] = kwb::from_acc<T>(sum[j]);  // one run covers every row
-    else partial[p.row_block * t.cols + p.c + j] = sum[j];
+    for (int j = 0; j < kVec; ++j) grad_bias[p.c + j] = kwb::from_acc<T>(sum[j]);
+  } else {
+    kwb::store_sums<kVec>(partial + p.row_block * t.cols + p.c, sum);
   }
 }
 
-constexpr double kForwardWaves = 4;  // short runs of rows, many blocks
+template <typename T, int kVec, bool kTanh, typename Div>
+void launch_forward(const BiasGeluParams& p, int64_t n_vec, Div col_vecs, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((n_vec + 255) / 256);
+  forward_kernel<T, kVec, kTanh><<<blocks, 256, 0, stream>>>(static_cast<const T*>(p.x), static_cast<const T*>(p.bias),
+                                                              static_cast<T*>(p.y), n_vec, col_vecs);
+}
+
+template <typename T, int kVec, bool kTanh>
+const char* forward_vec(const BiasGeluParams& p, cudaStream_t stream) {
+  const int64_t n_vec = p.rows * p.cols / kVec, col_vecs = p.cols / kVec;
+  if (n_vec < (int64_t(1) << 31)) launch_forward<T, kVec, kTanh>(p, n_vec, kwb::Divider32(static_cast<uint32_t>(col_vecs)), stream);
+  else launch_forward<T, kVec, kTanh>(p, n_vec, kwb::Divider64(col_vecs), stream);
+  return kwb::last_launch_error();
+}
 
 template <typename T, bool kTanh>
 const char* forward(const BiasGeluParams& p, bool aligned, cudaStream_t stream) {
-  const int vec = kwb::row_vec<T>(p.cols, aligned);
-  const kwb::RowTiling t = kwb::row_tiling(p.rows, p.cols, vec, kForwardWaves);
-  if (t.blocks() == 0) return nullptr;
-  const auto* x = static_cast<const T*>(p.x);
-  const auto* b = static_cast<const T*>(p.bias);
-  auto* y = static_cast<T*>(p.y);
-  const unsigned blocks = static_cast<unsigned>(t.blocks());
-  if (vec > 1) forward_kernel<T, 16 / sizeof(T), kTanh><<<blocks, t.threads, 0, stream>>>(x, b, y, t);
-  else forward_kernel<T, 1, kTanh><<<blocks, t.threads, 0, stream>>>(x, b, y, t);
-  return kwb::last_launch_error();
+  if (p.rows == 0 || p.cols == 0) return nullptr;
+  if (kwb::row_vec<T>(p.cols, aligned) > 1) return forward_vec<T, 16 / sizeof(T), kTanh>(p, stream);
+  return forward_vec<T, 1, kTanh>(p, stream);
+}
+
+// The backward's tiling: column_sum_tiling's, but no fewer than kBackwardMinRows rows a block,
+// in narrower blocks (64 threads) where that leaves too few. At 256 x 4096 bf16 one row a block
+// wrote 256 rows of fp32 partial sums (4 MB, more than grad, x and grad_x together): 9.0 us on
+// the H100 (profile_step.py), 3.3 us at 4 rows a block with 16-byte partial stores (Inductor's
+// pointwise backward: 3.4 us, then 3.4 us of sums).
+constexpr int64_t kBackwardMinRows = 4;
+
+kwb::RowTiling backward_tiling(int64_t rows, int64_t cols, int vec) {
+  kwb::RowTiling t = kwb::column_sum_tiling(rows, cols, vec);
+  if (t.rows_per_block >= kBackwardMinRows || rows <= 1) return t;
+  t.threads = t.threads < 64 ? t.threads : 64;
+  t.col_blocks = ((cols + vec - 1) / vec + t.threads - 1) / t.threads;
+  t.rows_per_block = rows < kBackwardMinRows ? rows : kBackwardMinRows;
+  t.row_blocks = (rows + t.rows_per_block - 1) / t.rows_per_block;
+  return t;
 }
 
 template <typename T, bool kTanh>
 const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t stream) {
   using A = kwb::acc_t<T>;
   const int vec = kwb::row_vec<T>(p.cols, aligned);
-  const kwb::RowTiling t = kwb::column_sum_tiling(p.rows, p.cols, vec);
+  const kwb::RowTiling t = backward_tiling(p.rows, p.cols, vec);
   auto* partial = static_cast<A*>(p.workspace);
   if (t.blocks() > 0) {
     const auto* g = static_cast<const T*>(p.grad);
@@ -131,7 +149,12 @@ const char* backward(const BiasGeluBackwardParams& p, bool aligned, cudaStream_t
 }  // namespace
 
 int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
-  return kwb::column_sum_workspace_rows(rows, cols, dtype, aligned);
+  int vec = 1;
+  KWB_DTYPE_SWITCH(dtype, T, [&] {
+    vec = kwb::row_vec<T>(cols, aligned);
+    return nullptr;
+  });
+  return backward_tiling(rows, cols, vec).row_blocks;
 }
 
 const char* bias_gelu_cuda(const BiasGeluParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -92,6 +92,26 @@ __device__ __forceinline__ TilePlace tile_place(const RowTiling& t, int vec) {
   return {(col_block * blockDim.x + threadIdx.x) * vec, r0, r1, row_block};
 }
 
+// A thread's kVec column sums, stored to dst (kVec consecutive A's, aligned to their size) as
+// 16-byte stores: one scalar store a sum left a warp's stores 32 bytes apart (8 fp32 sums a
+// thread for bf16 data), 8 partial sector writes where 2 whole ones do.
+template <int kVec, typename A>
+__device__ __forceinline__ void store_sums(A* dst, const A (&sum)[kVec]) {
+  constexpr int kPer16 = 16 / sizeof(A);
+  if constexpr (kVec % kPer16 == 0) {
+#pragma unroll
+    for (int q = 0; q < kVec / kPer16; ++q) {
+      Vec<A, kPer16> v;
+#pragma unroll
+      for (int j = 0; j < kPer16; ++j) v.v[j] = sum[q * kPer16 + j];
+      reinterpret_cast<Vec<A, kPer16>*>(dst)[q] = v;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) dst[j] = sum[j];
+  }
+}
+
 // out[c] = sum over r of partial[r, c], r = 0 .. row_blocks-1, for c < cols. A workspace row
 // may hold several sums side by side ([row][plane][col], e.g. LayerNorm's grad_w and grad_b):
 // one launch sums every plane, plane i into out.plane[i] (two launches were slower:
