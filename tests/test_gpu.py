@@ -84,6 +84,7 @@ def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n,
     g = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
     leaf = x.detach().requires_grad_()  # the view itself: 2 to 6 bytes past a 16-byte boundary where offset > 0
     y = rs.relu_scale(leaf, 1.5)
+    assert "relu_scale_train" in y.grad_fn.name()
     y.backward(g)
     torch.testing.assert_close(y.detach(), (torch.relu(x.float()) * 1.5).to(dtype))
     torch.testing.assert_close(leaf.grad, torch.where(x > 0, g.float() * 1.5, 0.0).to(dtype))

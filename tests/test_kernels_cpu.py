@@ -52,31 +52,39 @@ def test_non_contiguous_input_is_handled(kernel):
         torch.testing.assert_close(k.vector_add(x, y), x + y)
 
 
-@pytest.mark.parametrize("mask_from", [0, None], ids=["mask", "shipped-threshold"])
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 1023, 65536 + 13])
-def test_the_training_forward_saves_a_bit_per_element_and_its_backward_matches(n, mask_from, monkeypatch):
-    """With x requiring grad (and at least MASK_FROM elements), relu_scale saves one bit per
-    element (x > 0) for its backward instead of x: outputs and gradients match eager's
-    relu(x) * alpha at every length's tail, either way."""
+def test_the_training_ops_save_a_bit_per_element_and_their_backward_matches(n):
+    """relu_scale_train saves one bit per element (x > 0) for the backward instead of x (the GPU
+    path from MASK_FROM elements), and relu_scale_masked_backward turns it back into eager's
+    gradient, at every length's tail."""
     k = KERNELS["relu_scale"]
-    if mask_from is not None:
-        monkeypatch.setitem(k.relu_scale.__globals__, "MASK_FROM", mask_from)
     x = torch.randn(n, dtype=torch.float64)
     x[::5] = 0.0
     x[1::7] = float("nan")
     g = torch.randn(n, dtype=torch.float64)
-    leaf = x.clone().requires_grad_()
-    y = k.relu_scale(leaf, 1.5)
-    y.backward(g)
-    ref_leaf = x.clone().requires_grad_()
-    (torch.relu(ref_leaf) * 1.5).backward(g)
-    torch.testing.assert_close(y.detach(), torch.relu(x) * 1.5, equal_nan=True)
-    torch.testing.assert_close(leaf.grad, torch.where(x > 0, g * 1.5, 0.0))
-    assert torch.equal(leaf.grad[x > 0], ref_leaf.grad[x > 0])
-    _, mask = k.relu_scale_train(x, 1.5)
+    y, mask = k.relu_scale_train(x, 1.5)
+    torch.testing.assert_close(y, torch.relu(x) * 1.5, equal_nan=True)
     assert mask.dtype == torch.uint8 and mask.shape == ((n + 7) // 8,)
     bits = ((mask.repeat_interleave(8) >> torch.arange(8, dtype=torch.uint8).repeat(mask.numel())) & 1)[:n]
     assert torch.equal(bits.bool(), x > 0)
+    ref_leaf = x.clone().requires_grad_()
+    (torch.relu(ref_leaf) * 1.5).backward(g)
+    grad = k.relu_scale_masked_backward(g, mask, 1.5)
+    torch.testing.assert_close(grad, torch.where(x > 0, g * 1.5, 0.0))
+    assert torch.equal(grad[x > 0], ref_leaf.grad[x > 0])
+
+
+def test_on_the_cpu_the_training_step_keeps_x_not_the_mask(monkeypatch):
+    """On the CPU the bit mask's scalar packing costs more than it saves (kernels/relu_scale/ops.py):
+    relu_scale under autograd keeps x whatever the length, and its gradient is eager's."""
+    k = KERNELS["relu_scale"]
+    monkeypatch.setitem(k.relu_scale.__globals__, "MASK_FROM", 0)
+    x = torch.randn(1031, dtype=torch.float64, requires_grad=True)
+    y = k.relu_scale(x, 1.5)
+    assert "relu_scale_train" not in y.grad_fn.name() and "relu_scale" in y.grad_fn.name()
+    g = torch.randn(1031, dtype=torch.float64)
+    y.backward(g)
+    torch.testing.assert_close(x.grad, torch.where(x.detach() > 0, g * 1.5, 0.0))
 
 
 def test_the_masked_backward_refuses_a_mask_of_another_length():

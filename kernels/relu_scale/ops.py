@@ -9,15 +9,18 @@ import torch
 from torch import Tensor
 
 _ops = None  # this build's ops, set by register()
-# The mask pays from here: its two-output op costs 3.6 us more a step on the host, which a
-# step of 2^20 elements (launch-bound on the H100: 11 us for 2^20 fp16) shows and one of 2^22 hides.
+# The mask pays from here on a GPU: its two-output op costs 3.6 us more a step on the host, which
+# a step of 2^20 elements (launch-bound on the H100: 11 us for 2^20 fp16) shows and one of 2^22
+# hides. Not on the CPU, where packing and unpacking the bits (a scalar loop) cost more than the
+# bytes they save: a 2^22 fp32 step took 19.3 ms with the mask, 7.8 ms without, eager's 18.5
+# (2-core machine, interleaved; fp64: 41.8, 45.3 and 55.8 ms).
 MASK_FROM = 1 << 22
 
 
 def relu_scale(x: Tensor, alpha: float) -> Tensor:
     """max(x, 0) * alpha, elementwise, in x's dtype (fp32 arithmetic for half types).
     Differentiable in x; the gradient at x == 0 is 0, as torch.relu's."""
-    if x.requires_grad and torch.is_grad_enabled() and x.numel() >= MASK_FROM:
+    if x.requires_grad and torch.is_grad_enabled() and x.numel() >= MASK_FROM and x.device.type != "cpu":
         # for the backward, a bit per element (x > 0) instead of x itself: the training step
         # moves 10% fewer bytes in fp32 than torch.compile's, 21% fewer in 16-bit types
         return _ops.relu_scale_train(x, alpha)[0]
