@@ -22,7 +22,7 @@ forward 1: rows x columns tiling: a block owns 256 column vectors and a run of r
            (kForwardWaves = 4 grids' worth of blocks), up to 4 rows' loads in flight a thread
 forward 2: forward 0 with 2 vectors a thread (i and i + 256 in a block's 512), both loads first
 backward 0: the shipped kernel (k.bias_gelu_backward)
-backward 1-5: the shipped backward kernel under other tilings, (threads a block, rows a block):
+backward 1-5: the shipped backward kernel (kwb_gelu_backward.cuh) under other tilings, (threads a block, rows a block):
            1 = (64, 8), 2 = (128, 4), 3 = (64, 4), 4 = (128, 8), 5 = (256, 1); the partial sums are
            rows / rows-a-block rows of fp32
 
@@ -56,6 +56,7 @@ CUDA = r"""
 namespace bgv {
 
 // Forward 1: a block owns 256 column vectors and a run of rows, kUnroll rows' loads in flight.
+constexpr int kUnroll = 4;
 template <typename T, int kVec, bool kTanh>
 __global__ void __launch_bounds__(256) tiled_forward(const T* __restrict__ x, const T* __restrict__ bias,
                                                      T* __restrict__ y, kwb::RowTiling t) {
@@ -151,7 +152,7 @@ const char* backward(const void* g, const void* x, const void* bias, void* gx, v
   constexpr int kVec = 16 / sizeof(T);
   if (cols % kVec != 0) return "does not apply: rows of whole 16-byte vectors";
   const kwb::RowTiling t = tiling(rows, cols, kVec, variant);
-  backward_kernel<T, kVec, kTanh><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(
+  kwb::gelu_backward_rows_kernel<T, kVec, kTanh><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(
       static_cast<const T*>(g), static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(gx), ws,
       static_cast<T*>(gb), t);
   kwb::sum_row_blocks(t, ws, static_cast<T*>(gb), cols, stream);

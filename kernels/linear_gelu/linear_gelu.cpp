@@ -9,7 +9,8 @@
 //   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
 //     (cuBLASLt's GELU epilogue is the tanh form only).
 // For training (linear_gelu_forward) the product before the GELU is kept for the backward:
-// addmm, then a GELU pass from it into y.
+// addmm, then a GELU pass from it into y. Its backward: one pass for grad * GELU'(pre) and the
+// bias gradient (its column sums), then cuBLAS's two products.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/_addmm_activation.h>
@@ -124,15 +125,9 @@ void check_backward(const at::Tensor& grad, const at::Tensor& x, const at::Tenso
   }
 }
 
-// The gradients from grad_pre = grad * GELU'(pre): grad_x = grad_pre W, grad_W = grad_pre^T x,
-// grad_b = the column sums of grad_pre.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> gradients_from(const at::Tensor& grad_pre, const at::Tensor& x,
-                                                              const at::Tensor& weight) {
-  const at::Tensor x2 = rows_of(x);
-  at::Tensor grad_x = at::mm(grad_pre, weight).reshape(x.sizes());
-  at::Tensor grad_w = at::mm(grad_pre.t(), x2);
-  at::Tensor grad_b = at::sum(grad_pre, {0});
-  return {grad_x, grad_w, grad_b};
+// The products' gradients from grad_pre = grad * GELU'(pre): grad_x = grad_pre W, grad_W = grad_pre^T x.
+std::pair<at::Tensor, at::Tensor> products_from(const at::Tensor& grad_pre, const at::Tensor& x, const at::Tensor& weight) {
+  return {at::mm(grad_pre, weight).reshape(x.sizes()), at::mm(grad_pre.t(), rows_of(x))};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x,
@@ -143,7 +138,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cpu(const at
   const at::Tensor g2 = rows_of(grad), p2 = rows_of(pre);
   at::Tensor grad_pre = at::empty_like(p2);
   gelu_map_cpu(p2, &g2, grad_pre, tanh_form);
-  return gradients_from(grad_pre, x, weight);
+  const auto [grad_x, grad_w] = products_from(grad_pre, x, weight);
+  return {grad_x, grad_w, at::sum(grad_pre, {0})};
 }
 
 at::Tensor variant_cpu(const char* op) {
@@ -235,10 +231,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(const a
   check_backward(grad, x, weight, pre, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor g2 = rows_of(grad), p2 = rows_of(pre);
+  const int64_t rows = p2.size(0), cols = p2.size(1);
   at::Tensor grad_pre = at::empty_like(p2);
-  const GeluBackwardParams p{g2.const_data_ptr(), p2.const_data_ptr(), grad_pre.mutable_data_ptr(), p2.numel(), tanh_form};
-  KWB_CHECK_LAUNCH(op, gelu_backward_cuda(p, kwb::to_dtype(p2.scalar_type()), kwb::current_stream(p2)));
-  return gradients_from(grad_pre, x, weight);
+  at::Tensor grad_b = at::empty({cols}, p2.options());
+  const bool aligned = kwb::all_aligned({&g2, &p2, &grad_pre});
+  const kwb::DType dtype = kwb::to_dtype(p2.scalar_type());
+  at::Tensor ws = at::empty({linear_gelu_backward_workspace_rows(rows, cols, dtype, aligned), cols},
+                            p2.options().dtype(p2.scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
+  const GeluBackwardParams p{g2.const_data_ptr(), p2.const_data_ptr(), grad_pre.mutable_data_ptr(),
+                             grad_b.mutable_data_ptr(), ws.mutable_data_ptr(), rows, cols, tanh_form};
+  KWB_CHECK_LAUNCH(op, gelu_backward_cuda(p, dtype, aligned, kwb::current_stream(p2)));
+  const auto [grad_x, grad_w] = products_from(grad_pre, x, weight);
+  return {grad_x, grad_w, grad_b};
 }
 
 // The ops that run one matrix kernel whatever the batch (linear_gelu_naive, linear_gelu_tiled).

@@ -14,6 +14,7 @@
 // near its tensor-core kernels (kernels/linear_gelu/NOTES.md).
 #include "kwb_elementwise.cuh"
 #include "kwb_gelu.cuh"
+#include "kwb_gelu_backward.cuh"
 #include "linear_gelu.h"
 
 namespace {
@@ -112,14 +113,6 @@ struct Gelu {
   }
 };
 
-template <typename T, bool kTanh>
-struct GeluBackward {
-  __device__ __forceinline__ T operator()(T g, T v) const {
-    using A = kwb::acc_t<T>;
-    return kwb::from_acc<T>(kwb::to_acc<A>(g) * kwb::gelu_grad<kTanh, kHalfType<T>>(kwb::to_acc<A>(v)));
-  }
-};
-
 dim3 grid_2d(int64_t m, int64_t n, int tile) {
   return dim3(static_cast<unsigned>((n + tile - 1) / tile), static_cast<unsigned>((m + tile - 1) / tile));
 }
@@ -171,10 +164,19 @@ const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream
   });
 }
 
-const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, cudaStream_t stream) {
+int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
+  return kwb::gelu_backward_workspace_rows(rows, cols, dtype, aligned);
+}
+
+const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
   return KWB_DTYPE_SWITCH(dtype, T, [&] {
-    const kwb::MapArgs<T, 2> args{{static_cast<const T*>(p.grad), static_cast<const T*>(p.pre)}, static_cast<T*>(p.grad_pre), p.n};
-    return p.tanh ? kwb::elementwise(args, GeluBackward<T, true>{}, stream)
-                  : kwb::elementwise(args, GeluBackward<T, false>{}, stream);
+    using A = kwb::acc_t<T>;
+    const auto* g = static_cast<const T*>(p.grad);
+    const auto* pre = static_cast<const T*>(p.pre);
+    auto* gp = static_cast<T*>(p.grad_pre);
+    auto* gb = static_cast<T*>(p.grad_bias);
+    auto* ws = static_cast<A*>(p.workspace);
+    return p.tanh ? kwb::gelu_backward_rows<T, true>(g, pre, nullptr, gp, gb, ws, p.rows, p.cols, aligned, stream)
+                  : kwb::gelu_backward_rows<T, false>(g, pre, nullptr, gp, gb, ws, p.rows, p.cols, aligned, stream);
   });
 }

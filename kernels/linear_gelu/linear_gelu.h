@@ -28,12 +28,15 @@ struct GeluParams {
   bool tanh;
 };
 
-// grad_pre = grad * GELU'(pre) elementwise over n values.
+// grad_pre = grad * GELU'(pre) over rows x cols, and grad_bias = its column sums, in one pass
+// (kwb_gelu_backward.cuh).
 struct GeluBackwardParams {
-  const void* grad;
-  const void* pre;
-  void* grad_pre;
-  int64_t n;
+  const void* grad;   // rows x cols
+  const void* pre;    // rows x cols: the product before the GELU
+  void* grad_pre;     // rows x cols, written in full
+  void* grad_bias;    // cols, written in full
+  void* workspace;    // linear_gelu_backward_workspace_rows x cols of float (double for fp64): partial sums
+  int64_t rows, cols;
   bool tanh;
 };
 
@@ -46,4 +49,6 @@ const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, 
 int linear_gelu_tiled_splits(int64_t m, int64_t n, int64_t k);
 const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
-const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, cudaStream_t stream);
+// aligned: grad, pre and grad_pre are 16-byte aligned.
+int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);
+const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
