@@ -69,12 +69,14 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     const int64_t n = r < p.rows ? cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
     if constexpr (kExact) {
-      if (n) in.load_all(x + r * cols, lane, tpr);
+      in.load_all_if(x + r * cols, lane, tpr, n != 0);
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
-    // vector i of this thread is in its row: every vector of a real row when exact
-    auto has = [&](int i) { return kExact ? n != 0 : in.in_row(i, lane, tpr, n); };
+    // vector i of this thread is in its row. Exact rows: every vector, and a group past the last
+    // row computes on zeros and stores nothing, so only the stores are predicated (as softmax's
+    // forward_regs, where the predicated form cost 11.4 us against 10.3 at bf16 4096 x 1024).
+    auto has = [&](int i) { return kExact || in.in_row(i, lane, tpr, n); };
     float mean = 0.f;
     if constexpr (kCentered) {
       float s = 0.f;
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     // once spilled 66-240 bytes at 64 registers in 16-bit types.
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      if (!has(i)) continue;
+      if (!has(i) || n == 0) continue;
       const int64_t c = in.col(i, lane, tpr);
       const Vec<T, kVec> wv = ldg_vec<T, kVec>(w + c);
       float out[kVec];
