@@ -11,8 +11,8 @@
 #           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
 #           the script takes --once (only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
-#   sanitize  benchmarks/sanitize.py: memcheck on every kernel, racecheck where shared memory is
-#           used (beside the GPU suite: both judge correctness only)
+#   sanitize  benchmarks/sanitize.py: memcheck on every kernel (KWB_SANITIZE_NAMES: some), racecheck
+#           where shared memory is used (beside the GPU suite: both judge correctness only)
 #   jit     benchmarks/jit_loop.py --repeat 2 (every approach but the tutorial's 30-70 s builds)
 #   notebooks notebooks/run.py: every walkthrough re-executed in place
 # and write benchmarks/results/<device>/<date>-<commit>/ (the run's report, logs, sanitizer and
@@ -150,7 +150,8 @@ fi
 if wants pytest || wants sanitize; then
   t=$(now)
   if wants sanitize; then
-    (python benchmarks/sanitize.py --out "$res" > "$out/sanitize.log" 2>&1; echo "sanitizer_rc=$?" >> "$facts"; \
+    # shellcheck disable=SC2086  # KWB_SANITIZE_NAMES: some kernels by name; all by default
+    (python benchmarks/sanitize.py ${KWB_SANITIZE_NAMES:-} --out "$res" > "$out/sanitize.log" 2>&1; echo "sanitizer_rc=$?" >> "$facts"; \
      echo "sanitize_s=$(since "$t")" >> "$facts") &
   fi
   if wants pytest; then
