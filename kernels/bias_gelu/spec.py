@@ -30,8 +30,9 @@ def inputs_for(approximate):
 
 
 bytes_moved = bytes_of(2, 1)  # read x and bias, write y
-# (5, 4096): a backward block of 4 rows and one of 1; (2053, 40): 10 and 5 column vectors, the
-# forward's flat index mod a small divisor over many blocks
+# (5, 4096): the backward's one-launch path for 5-128 rows at its first length; (2053, 40): 10
+# and 5 column vectors (the forward's flat index mod a small divisor over many blocks) and the
+# backward's 4-row blocks, the last one short
 SHAPES = [(3, n) for n in AWKWARD_SIZES] + [(0, 64), (3, 5, 17), (33, 4096), (1031, 768), (2, 3, 1030), (5, 4096),
                                             (2053, 40)]
 SIZES = {"cuda": [(256, 4096), (8192, 8192)], "cpu": [(256, 1024), (1024, 4096)]}
