@@ -10,6 +10,8 @@ tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
 shipped  k.linear_gelu: the tiled kernel for fp32 batches of 17 to 48 rows, else cuBLASLt
          (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
+mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Inductor's shape
+         of the fp32 product at small batches (its own pointwise kernel after the mm)
 
 Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
 reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
@@ -35,15 +37,21 @@ def show(report) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
+    parser.add_argument("--sizes", help="only these sizes, MxKxN comma-separated (default: every case's)")
     args = parser.parse_args()
     k = wb.load("linear_gelu")
+    bg = wb.load("bias_gelu")
     spec = k.spec
     variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "shipped": k.linear_gelu,
-                "addmm_activation": spec.addmm_gelu}
+                "addmm_activation": spec.addmm_gelu,
+                "mm_bias_gelu": lambda x, w, b, a: bg.bias_gelu(torch.mm(x, w.t()), b, a)}
+    only = {tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")} if args.sizes else None
     cases = [(torch.float32, "none", SMALL), (torch.float32, "tanh", SMALL[2:3]),
              (torch.bfloat16, "tanh", SMALL[2:3] + LARGE)]
     for dtype, approximate, sizes in cases:
         for size in sizes:
+            if only is not None and tuple(size) not in only:
+                continue
             m, kk, n = size
             args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
             for name, fn in variants.items():
