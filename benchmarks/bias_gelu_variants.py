@@ -212,8 +212,10 @@ std::vector<at::Tensor> backward_variant(const at::Tensor& grad, const at::Tenso
                                          int64_t variant) {
   check_inputs("backward_variant", x, bias);
   TORCH_CHECK(variant >= 1 && variant <= 5, "backward_variant: variant 1 to 5");
-  TORCH_CHECK(grad.sizes() == x.sizes() && grad.is_contiguous() && grad.scalar_type() == x.scalar_type(),
-              "backward_variant: grad like x");
+  TORCH_CHECK(grad.sizes() == x.sizes() && grad.is_contiguous() && grad.scalar_type() == x.scalar_type() &&
+                  reinterpret_cast<uintptr_t>(grad.const_data_ptr()) % 16 == 0,
+              "backward_variant: grad like x, 16-byte aligned");
+  TORCH_CHECK(x.numel() > 0, "backward_variant: no empty inputs");
   const bool bf16 = x.scalar_type() == at::kBFloat16;
   at::Tensor gx = at::empty_like(x), gb = at::empty_like(bias);
   at::Tensor ws = at::empty({bgv_workspace_rows(x.size(0), x.size(1), bf16, static_cast<int>(variant)), x.size(1)},

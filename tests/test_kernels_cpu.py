@@ -74,17 +74,26 @@ def test_the_training_ops_save_a_bit_per_element_and_their_backward_matches(n):
     assert torch.equal(grad[x > 0], ref_leaf.grad[x > 0])
 
 
-def test_on_the_cpu_the_training_step_keeps_x_not_the_mask(monkeypatch):
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 1023, 65536 + 13])
+def test_on_the_cpu_the_training_step_keeps_x_not_the_mask(n, monkeypatch):
     """On the CPU the bit mask's scalar packing costs more than it saves (kernels/relu_scale/ops.py):
-    relu_scale under autograd keeps x whatever the length, and its gradient is eager's."""
+    relu_scale under autograd keeps x whatever the length, and its outputs and gradient are
+    eager's (0 at x == 0, NaN passed through)."""
     k = KERNELS["relu_scale"]
     monkeypatch.setitem(k.relu_scale.__globals__, "MASK_FROM", 0)
-    x = torch.randn(1031, dtype=torch.float64, requires_grad=True)
-    y = k.relu_scale(x, 1.5)
-    assert "relu_scale_train" not in y.grad_fn.name() and "relu_scale" in y.grad_fn.name()
-    g = torch.randn(1031, dtype=torch.float64)
+    x = torch.randn(n, dtype=torch.float64)
+    x[::5] = 0.0
+    x[1::7] = float("nan")
+    g = torch.randn(n, dtype=torch.float64)
+    leaf = x.clone().requires_grad_()
+    y = k.relu_scale(leaf, 1.5)
+    assert y.grad_fn.name().endswith("_relu_scale_defaultBackward"), y.grad_fn.name()
     y.backward(g)
-    torch.testing.assert_close(x.grad, torch.where(x.detach() > 0, g * 1.5, 0.0))
+    ref_leaf = x.clone().requires_grad_()
+    (torch.relu(ref_leaf) * 1.5).backward(g)
+    torch.testing.assert_close(y.detach(), torch.relu(x) * 1.5, equal_nan=True)
+    torch.testing.assert_close(leaf.grad, torch.where(x > 0, g * 1.5, 0.0))
+    assert torch.equal(leaf.grad[x > 0], ref_leaf.grad[x > 0])
 
 
 def test_the_masked_backward_refuses_a_mask_of_another_length():

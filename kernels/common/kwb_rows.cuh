@@ -49,6 +49,7 @@ inline RowTiling row_tiling(int64_t rows, int64_t cols, int vec, double waves, i
   const int64_t warps = (col_vecs + 31) / 32;
   t.threads = static_cast<int>(warps >= 8 ? 256 : (warps < 1 ? 32 : warps * 32));
   t.col_blocks = (col_vecs + t.threads - 1) / t.threads;
+  if (t.col_blocks == 0) return t;  // no columns: no blocks (and no division by zero below)
   const double slots = static_cast<double>(sm_count()) * (2048 / t.threads) * waves;
   int64_t want = static_cast<int64_t>(slots / static_cast<double>(t.col_blocks));
   want = want < 1 ? 1 : (want > rows ? rows : want);
