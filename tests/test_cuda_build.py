@@ -1,6 +1,8 @@
 """CUDA sources compile, link and load on a machine without a GPU (nvcc is enough)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -53,3 +55,49 @@ def test_cuda_edit_recompiles_only_the_cu(tmp_path):
     k2 = wb.load(folder, device="cuda")
     assert k2.key != k1.key
     assert cpp_obj.stat().st_mtime_ns == before, "a .cu edit recompiled the binding .cpp"
+
+
+def test_the_multiply_shift_divider_matches_the_modulo(tmp_path):
+    """kwb::Divider32 (bias_gelu's flat index mod the row's vectors) against `%`, by its host
+    build of the same arithmetic: divisors 1, powers of two and their neighbours, 2^31 - 1, and
+    random ones; numerators 0, each side of the divisor's multiples, 2^31 - 1 and random ones."""
+    import random
+    import subprocess
+
+    from workbench.jit import toolchain
+
+    common = Path(wb.__file__).resolve().parent.parent / "kernels" / "common"
+    (tmp_path / "div.cu").write_text(r"""
+#include <cstdio>
+#include <cstdlib>
+#include "kwb_cuda.cuh"
+int main(int argc, char** argv) {
+  long bad = 0, checked = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const uint32_t d = strtoul(argv[i], nullptr, 10), n = strtoul(argv[i + 1], nullptr, 10);
+    const kwb::Divider32 div(d);
+    for (uint32_t k = 0; k < 3; ++k) {
+      const uint32_t x = n >= k ? n - k : n;
+      ++checked;
+      if (div.mod(x) != x % d) { ++bad; printf("d=%u n=%u: %u, not %u\n", d, x, div.mod(x), x % d); }
+    }
+  }
+  printf("checked %ld, wrong %ld\n", checked, bad);
+  return bad != 0;
+}
+""")
+    exe = tmp_path / "div"
+    subprocess.run([toolchain.nvcc_path(), "-std=c++17", f"-I{common}", str(tmp_path / "div.cu"), "-o", str(exe)],
+                   check=True, capture_output=True)
+    rng = random.Random(0)
+    top = (1 << 31) - 1
+    divisors = [1, 2, 3, 5, 7, 95, 141, 190, 384, top - 1, top] + [1 << k for k in range(1, 31)] + \
+               [(1 << k) + e for k in range(2, 31) for e in (-1, 1)] + [rng.randrange(1, top) for _ in range(300)]
+    pairs = []
+    for d in divisors:
+        for n in [0, 1, d - 1, d, d + 1, 2 * d, top - 1, top] + [rng.randrange(0, top) for _ in range(20)]:
+            if 0 <= n <= top:
+                pairs += [str(d), str(n)]
+    out = subprocess.run([str(exe), *pairs], check=False, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert ", wrong 0" in out.stdout

@@ -97,7 +97,14 @@ struct Divider32 {
     const uint64_t one = 1;
     m = static_cast<uint32_t>(((one << 32) * ((one << s) - d)) / d + 1);
   }
-  __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - ((__umulhi(n, m) + n) >> s) * d; }
+  __host__ __device__ __forceinline__ uint32_t mod(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi(n, m);
+#else  // the same arithmetic on the host, for tests
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
+#endif
+    return n - ((hi + n) >> s) * d;
+  }
 };
 struct Divider64 {
   int64_t d;
