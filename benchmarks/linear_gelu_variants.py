@@ -7,7 +7,8 @@ torch.compile and cuBLASLt's GELU + bias epilogue.
 naive    one thread per output, the dot product from global memory (kernels/linear_gelu: the
          tutorials' kernel, kept for teaching)
 tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
-shipped  k.linear_gelu: the tiled kernel for fp32 batches of 17 to 48 rows, else cuBLASLt
+skinny   32 rows x 8 columns a block, k over 32 threads a column, summed in shared memory
+shipped  k.linear_gelu: the skinny kernel for fp32 batches of 1 to 64 rows, else cuBLASLt
          (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Inductor's shape
@@ -42,7 +43,7 @@ def main() -> None:
     k = wb.load("linear_gelu")
     bg = wb.load("bias_gelu")
     spec = k.spec
-    variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "shipped": k.linear_gelu,
+    variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "skinny": k.linear_gelu_skinny, "shipped": k.linear_gelu,
                 "addmm_activation": spec.addmm_gelu,
                 "mm_bias_gelu": lambda x, w, b, a: bg.bias_gelu(torch.mm(x, w.t()), b, a)}
     only = {tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")} if args.sizes else None
@@ -59,6 +60,8 @@ def main() -> None:
                     continue  # seconds a call
                 if name == "tiled" and m * kk * n > 2048 * 4096 * 4096:
                     continue
+                if name == "skinny" and dtype != torch.float32:
+                    continue  # fp32 only
                 if name == "addmm_activation" and approximate != "tanh":
                     continue  # its epilogue is the tanh form only
                 report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",

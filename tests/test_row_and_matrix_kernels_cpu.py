@@ -243,6 +243,8 @@ BAD_INPUT = [
     ("linear_gelu 0-d", lambda: _lg(x=torch.tensor(1.0)), RuntimeError, "linear_gelu: x must have at least one dimension"),
     ("linear_gelu naive on cpu", lambda: LG.linear_gelu_naive(torch.randn(2, 4), torch.randn(3, 4), torch.randn(3)), RuntimeError,
      "linear_gelu_naive: a CUDA kernel kept for teaching (NOTES.md); on the CPU use linear_gelu"),
+    ("linear_gelu skinny on cpu", lambda: LG.linear_gelu_skinny(torch.randn(2, 4), torch.randn(3, 4), torch.randn(3)),
+     RuntimeError, "linear_gelu_skinny: linear_gelu's CUDA kernel for small fp32 batches (NOTES.md); on the CPU use linear_gelu"),
     ("linear_gelu backward pre shape",
      lambda: LG.linear_gelu_backward(torch.randn(2, 3), torch.randn(2, 4), torch.randn(3, 4), torch.randn(2, 4)), RuntimeError,
      "linear_gelu_backward: pre must have shape [2, 3] (x's leading dimensions, then weight's first), got [2, 4]"),

@@ -162,7 +162,39 @@ def test_linear_gelu_bf16_8192x4096_to_16384(k, approximate):
     torch.testing.assert_close(got, expected, atol=3e-2, rtol=2e-2)
 
 
-@pytest.mark.parametrize("m", [1, 16, 17, 32, 48, 49, 300])  # either side of the tiled route's 17..48 rows
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_linear_gelu_skinny_kernel_matches_the_reference_where_it_applies(k, approximate):
+    spec = k["linear_gelu"].spec
+    # fp32, k a multiple of 4: row blocks of 32 (m = 33, 49, 65 end one part-way), column blocks of 8
+    # (n = 37, 17), k past one 512-wide chunk (1128); an empty k
+    shapes = [s for s in spec.SHAPES if s[1] % 4 == 0] + [(65, 516, 24), (64, 1024, 8)]
+    report = wb.check(k["linear_gelu"].linear_gelu_skinny, spec.reference, inputs=spec.inputs_for(approximate),
+                      device="cuda", dtypes=["float32"], shapes=shapes, tolerance=spec.TOLERANCES,
+                      name="linear_gelu_skinny")
+    assert report.passed, str(report)
+
+
+def test_linear_gelu_skinny_kernel_names_what_it_needs(k):
+    lg = k["linear_gelu"]
+    w, b = torch.randn(8, 6, device="cuda"), torch.randn(8, device="cuda")
+    with pytest.raises(RuntimeError, match="needs fp32 data, k a multiple of 4"):
+        lg.linear_gelu_skinny(torch.randn(3, 6, device="cuda"), w, b)
+    with pytest.raises(RuntimeError, match="needs fp32 data, k a multiple of 4"):
+        lg.linear_gelu_skinny(torch.randn(3, 8, device="cuda", dtype=torch.bfloat16),
+                              torch.randn(8, 8, device="cuda", dtype=torch.bfloat16),
+                              torch.randn(8, device="cuda", dtype=torch.bfloat16))
+    x = torch.randn(3, 9, device="cuda")[:, 1:]  # k = 8, rows 36 bytes apart: copied, then aligned
+    w8 = torch.randn(5, 8, device="cuda")
+    expected = F.gelu(F.linear(x.double(), w8.double(), b[:5].double()))
+    torch.testing.assert_close(lg.linear_gelu_skinny(x, w8, b[:5]).double(), expected, atol=1e-5, rtol=1e-5)
+    x_off = torch.randn(3 * 8 + 1, device="cuda")[1:].view(3, 8)  # contiguous, 4 bytes past alignment
+    with pytest.raises(RuntimeError, match="16-byte aligned"):
+        lg.linear_gelu_skinny(x_off, w8, b[:5])
+    expected = F.gelu(F.linear(x_off.double(), w8.double(), b[:5].double()))  # the route falls back to cuBLAS
+    torch.testing.assert_close(lg.linear_gelu(x_off, w8, b[:5]).double(), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("m", [1, 16, 33, 64, 65, 300])  # either side of the skinny route's 1..64 rows
 def test_linear_gelu_fp32_routes_agree_with_the_reference_and_gradients(k, m):
     spec = k["linear_gelu"].spec
     args = spec.inputs_for("none")((m, 768, 3072), torch.float32, "cuda", torch.Generator().manual_seed(m))

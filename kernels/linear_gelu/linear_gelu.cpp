@@ -3,7 +3,8 @@
 // implementation, the CUDA routes and the registrations; the CUDA kernels are in linear_gelu.cu.
 //
 // CUDA routes (kernels/linear_gelu/NOTES.md has the measurements behind them):
-//   fp32 with kTiledMinRows to kTiledMaxRows rows: the tiled kernel, bias + GELU in its epilogue.
+//   fp32 with kSkinnyMinRows to kSkinnyMaxRows rows (contiguous, k a multiple of 4): the skinny
+//     kernel, bias + GELU in its epilogue.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
 //   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
@@ -18,6 +19,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
+#include <c10/util/accumulate.h>
 
 #include <string>
 #include <tuple>
@@ -29,9 +31,9 @@
 
 namespace {
 
-// fp32 batches of kTiledMinRows .. kTiledMaxRows rows take the tiled kernel: cuBLAS's fp32
-// kernel choice is poor only around 32 rows (kernels/linear_gelu/NOTES.md).
-constexpr int64_t kTiledMinRows = 17, kTiledMaxRows = 48;
+// fp32 batches of kSkinnyMinRows .. kSkinnyMaxRows rows take the skinny kernel, where cuBLAS's
+// fp32 kernels leave most of the GPU idle (kernels/linear_gelu/NOTES.md).
+constexpr int64_t kSkinnyMinRows = 1, kSkinnyMaxRows = 64;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;
@@ -142,14 +144,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cpu(const at
   return {grad_x, grad_w, at::sum(grad_pre, {0})};
 }
 
-at::Tensor variant_cpu(const char* op) {
-  TORCH_CHECK(false, op, ": a CUDA kernel kept for teaching (NOTES.md); on the CPU use linear_gelu");
+at::Tensor variant_cpu(const char* op, const char* what = "a CUDA kernel kept for teaching") {
+  TORCH_CHECK(false, op, ": ", what, " (NOTES.md); on the CPU use linear_gelu");
 }
 at::Tensor linear_gelu_naive_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
   return variant_cpu("linear_gelu_naive");
 }
 at::Tensor linear_gelu_tiled_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
   return variant_cpu("linear_gelu_tiled");
+}
+at::Tensor linear_gelu_skinny_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
+  return variant_cpu("linear_gelu_skinny", "linear_gelu's CUDA kernel for small fp32 batches");
 }
 
 // ---- CUDA -------------------------------------------------------------------------------
@@ -178,9 +183,14 @@ at::Tensor run_matrix_kernel(const char* op, Launcher launch, const at::Tensor& 
   return y;
 }
 
-bool tiled_route(const at::Tensor& x) {
-  const int64_t m = rows_of(x).size(0);
-  return x.scalar_type() == at::kFloat && m >= kTiledMinRows && m <= kTiledMaxRows;
+bool skinny_route(const at::Tensor& x, const at::Tensor& weight) {
+  if (x.scalar_type() != at::kFloat || x.size(-1) % 4 != 0) return false;
+  const int64_t m = c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1);
+  // contiguous inputs (rows_of and contiguous() then copy nothing) with 16-byte aligned data
+  const bool aligned = x.is_contiguous() && weight.is_contiguous() &&
+                       reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(weight.const_data_ptr()) % 16 == 0;
+  return aligned && m >= kSkinnyMinRows && m <= kSkinnyMaxRows;
 }
 
 void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_form) {
@@ -195,8 +205,8 @@ at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& weight, const
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y;
-  if (tiled_route(x)) {
-    y = run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, nullptr);
+  if (skinny_route(x, weight)) {
+    y = run_matrix_kernel(op, linear_gelu_skinny_cuda, x, weight, bias, tanh_form, nullptr);
   } else if (tanh_form) {
     y = at::_addmm_activation(bias, rows_of(x), weight.t(), 1, 1, /*use_gelu=*/true);
   } else {
@@ -213,8 +223,8 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cuda(const at::Tensor& x,
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y, pre;
-  if (tiled_route(x)) {
-    y = run_matrix_kernel(op, linear_gelu_tiled_cuda, x, weight, bias, tanh_form, &pre);
+  if (skinny_route(x, weight)) {
+    y = run_matrix_kernel(op, linear_gelu_skinny_cuda, x, weight, bias, tanh_form, &pre);
   } else {
     pre = at::addmm(bias, rows_of(x), weight.t());
     y = at::empty_like(pre);
@@ -245,7 +255,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linear_gelu_backward_cuda(const a
   return {grad_x, grad_w, grad_b};
 }
 
-// The ops that run one matrix kernel whatever the batch (linear_gelu_naive, linear_gelu_tiled).
+// The ops that run one matrix kernel whatever the batch (linear_gelu_naive, _tiled, _skinny).
 at::Tensor matrix_kernel_op(const char* op, Launcher launch, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, c10::string_view approximate) {
   const bool tanh_form = is_tanh(op, approximate);
@@ -263,6 +273,11 @@ at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weig
                                      c10::string_view approximate) {
   return matrix_kernel_op("linear_gelu_tiled", linear_gelu_tiled_cuda, x, weight, bias, approximate);
 }
+
+at::Tensor linear_gelu_skinny_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                      c10::string_view approximate) {
+  return matrix_kernel_op("linear_gelu_skinny", linear_gelu_skinny_cuda, x, weight, bias, approximate);
+}
 #endif
 
 }  // namespace
@@ -274,6 +289,7 @@ KWB_LIBRARY(m) {
         "(Tensor grad_x, Tensor grad_weight, Tensor grad_bias)");
   m.def("linear_gelu_naive(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_tiled(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
+  m.def("linear_gelu_skinny(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
 }
 
 KWB_LIBRARY_IMPL(m, CPU) {
@@ -282,6 +298,7 @@ KWB_LIBRARY_IMPL(m, CPU) {
   m.impl("linear_gelu_backward", &linear_gelu_backward_cpu);
   m.impl("linear_gelu_naive", &linear_gelu_naive_cpu);
   m.impl("linear_gelu_tiled", &linear_gelu_tiled_cpu);
+  m.impl("linear_gelu_skinny", &linear_gelu_skinny_cpu);
 }
 
 #ifdef KWB_WITH_CUDA
@@ -291,5 +308,6 @@ KWB_LIBRARY_IMPL(m, CUDA) {
   m.impl("linear_gelu_backward", &linear_gelu_backward_cuda);
   m.impl("linear_gelu_naive", &linear_gelu_naive_cuda_op);
   m.impl("linear_gelu_tiled", &linear_gelu_tiled_cuda_op);
+  m.impl("linear_gelu_skinny", &linear_gelu_skinny_cuda_op);
 }
 #endif

@@ -106,6 +106,63 @@ __global__ void __launch_bounds__(256) splitk_epilogue(LinearGeluParams p) {
   epilogue<T, kTanh>(p, i / p.n, i % p.n, acc);
 }
 
+// skinny: fp32, few rows. A block owns kSkinnyCols of W's rows (output columns) and up to
+// kSkinnyRows rows of x, with k dealt out over kSkinnySlices threads a column, interleaved in
+// 16-byte steps (a warp reads 64 contiguous bytes of each of 8 W rows, and one 64-byte run of
+// an x row that all its columns share, through L1). Each thread keeps one accumulator a row; the
+// 32 slices are summed in shared memory in a fixed order, then bias + GELU. W is read once; no
+// second kernel and no global partial sums, which the tiled kernel's split k needs.
+constexpr int kSkinnyRows = 32;
+constexpr int kSkinnyCols = 8;
+constexpr int kSkinnySlices = 32;  // kSkinnyCols x kSkinnySlices = 256 threads
+constexpr int kSkinnyQuads = 4;    // float4s of W a thread loads at once: 16 registers
+
+template <bool kTanh>
+__global__ void __launch_bounds__(kSkinnyCols * kSkinnySlices, 3) skinny_kernel(LinearGeluParams p) {
+  // +8 a slice: a warp's 4 slices write banks 8 apart (264 = 8 mod 32)
+  __shared__ float sums[kSkinnySlices][kSkinnyRows * kSkinnyCols + 8];
+  const int c = threadIdx.x % kSkinnyCols, s = threadIdx.x / kSkinnyCols;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + c;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kSkinnyRows;
+  const int rows = static_cast<int>(p.m - row0 < kSkinnyRows ? p.m - row0 : kSkinnyRows);
+  // columns past n read W's last row and are never stored: no branch in the inner loop
+  const float* w = static_cast<const float*>(p.w) + (col < p.n ? col : p.n - 1) * p.k;
+  const float* x = static_cast<const float*>(p.x) + row0 * p.k;
+  float acc[kSkinnyRows] = {};
+  constexpr int64_t kChunk = int64_t{kSkinnySlices} * kSkinnyQuads * 4;
+  for (int64_t k0 = 0; k0 < p.k; k0 += kChunk) {
+    float4 wq[kSkinnyQuads];
+#pragma unroll
+    for (int q = 0; q < kSkinnyQuads; ++q) {
+      const int64_t kk = k0 + (q * kSkinnySlices + s) * 4;
+      wq[q] = kk < p.k ? __ldg(reinterpret_cast<const float4*>(w + kk)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int q = 0; q < kSkinnyQuads; ++q) {
+      const int64_t kk = k0 + (q * kSkinnySlices + s) * 4;
+      if (kk >= p.k) break;
+      const float* xr = x + kk;
+#pragma unroll
+      for (int r = 0; r < kSkinnyRows; ++r, xr += p.k) {
+        if (r < rows) {
+          const float4 v = __ldg(reinterpret_cast<const float4*>(xr));
+          acc[r] = fmaf(v.x, wq[q].x, fmaf(v.y, wq[q].y, fmaf(v.z, wq[q].z, fmaf(v.w, wq[q].w, acc[r]))));
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kSkinnyRows; ++r) sums[s][r * kSkinnyCols + c] = acc[r];
+  __syncthreads();
+  // thread t: output (row t / 8, column t % 8) of the block's 32 x 8
+  const int r = threadIdx.x / kSkinnyCols, cc = threadIdx.x % kSkinnyCols;
+  float total = 0.f;
+#pragma unroll 8
+  for (int i = 0; i < kSkinnySlices; ++i) total += sums[i][r * kSkinnyCols + cc];
+  const int64_t out_col = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + cc;
+  if (r < rows && out_col < p.n) epilogue<float, kTanh>(p, row0 + r, out_col, total);
+}
+
 template <typename T, bool kTanh>
 struct Gelu {
   __device__ __forceinline__ T operator()(T v) const {
@@ -155,6 +212,18 @@ const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, 
     }
     return kwb::last_launch_error();
   });
+}
+
+const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return nullptr;
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (dtype != kwb::DType::Float32 || p.k % 4 != 0 || !aligned(p.x) || !aligned(p.w))
+    return "linear_gelu_skinny: needs fp32 data, k a multiple of 4 and x and weight 16-byte aligned";
+  const dim3 grid(static_cast<unsigned>((p.n + kSkinnyCols - 1) / kSkinnyCols),
+                  static_cast<unsigned>((p.m + kSkinnyRows - 1) / kSkinnyRows));
+  if (p.tanh) skinny_kernel<true><<<grid, kSkinnyCols * kSkinnySlices, 0, stream>>>(p);
+  else skinny_kernel<false><<<grid, kSkinnyCols * kSkinnySlices, 0, stream>>>(p);
+  return kwb::last_launch_error();
 }
 
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 //
 // The matrix products of the shipped route run on cuBLAS / cuBLASLt (through ATen, in
 // linear_gelu.cpp); this file's kernels are the GELU passes, and two matrix kernels of
-// our own: the naive one of the tutorials (kept for teaching) and a shared-memory tiled one,
-// which wins for small fp32 batches (NOTES.md).
+// our own: the naive one of the tutorials and a shared-memory tiled one (kept for teaching),
+// and a skinny one, which wins for small fp32 batches (NOTES.md).
 #pragma once
 #include "kwb_dtype.h"
 
@@ -48,6 +48,9 @@ const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, 
 // second kernel adds the pieces in order (deterministic) before the epilogue.
 int linear_gelu_tiled_splits(int64_t m, int64_t n, int64_t k);
 const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
+// fp32, few rows: each block 32 rows x 8 columns with k split over 32 threads a column, summed
+// in shared memory in a fixed order; needs k % 4 == 0 and x and W 16-byte aligned.
+const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
 // aligned: grad, pre and grad_pre are 16-byte aligned.
 int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);

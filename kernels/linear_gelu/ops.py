@@ -51,6 +51,11 @@ def linear_gelu_tiled(x: Tensor, weight: Tensor, bias: Tensor, approximate: str 
     return _ops.linear_gelu_tiled(x, weight, bias, approximate)
 
 
+def linear_gelu_skinny(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
+    """linear_gelu by the skinny kernel, the fp32 route for 1-64 rows (CUDA; k a multiple of 4)."""
+    return _ops.linear_gelu_skinny(x, weight, bias, approximate)
+
+
 def _check(op, x, weight, bias=None):
     torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (its features), got a 0-d tensor")
     torch._check(weight.dim() == 2 and weight.shape[1] == x.shape[-1],
@@ -68,7 +73,7 @@ def register(ops):
     global _ops
     _ops = ops
 
-    for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled"):
+    for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled", "linear_gelu_skinny"):
         def fake(x, weight, bias, approximate="none", name=name):
             _check(name, x, weight, bias)
             return _out(x, weight)
@@ -115,4 +120,5 @@ def register(ops):
         return grad_x, grad_weight, grad_bias, None
 
     torch.library.register_autograd(ops.qualname("linear_gelu"), backward_y_only, setup_context=setup_y_only)
-    return {f.__name__: f for f in (linear_gelu, linear_gelu_forward, linear_gelu_backward, linear_gelu_naive, linear_gelu_tiled)}
+    return {f.__name__: f for f in (linear_gelu, linear_gelu_forward, linear_gelu_backward, linear_gelu_naive, linear_gelu_tiled,
+                                  linear_gelu_skinny)}
