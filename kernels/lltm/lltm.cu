@@ -18,8 +18,6 @@
 
 namespace {
 
-constexpr int kUnroll = 2;  // rows in flight per thread (each row is 4 loads of 16 bytes)
-
 // kFastMath (fp16 and bf16 data): the sigmoids and the elu from the hardware's exp2 and reciprocal
 // (__expf, __fdividef), a few ulps of fp32 where the output keeps 8 or 11 bits. With expf, expm1f
 // and IEEE divisions the cell was compute-bound: 31 us (bf16) and 22 us (fp16) at 4096 x 1024
@@ -70,33 +68,25 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   if (at.c >= t.cols) return;
   const int64_t S = p.state;
   const T* gates = static_cast<const T*>(p.gates);
-  for (int64_t r = at.r0; r < at.r1; r += kUnroll) {
-    V gi[kUnroll], go[kUnroll], gg[kUnroll], c[kUnroll];
+  // One row at a time: its 4 loads of 16 bytes are in flight together. Two rows a thread took
+  // 100 registers in bf16 (5 blocks of 128 an SM) and the cell 21 us at 4096 x 1024, one row
+  // 40 (kernels/lltm/NOTES.md).
+  for (int64_t r = at.r0; r < at.r1; ++r) {
+    const T* row = gates + r * 3 * S + at.c;
+    const V gi = *reinterpret_cast<const V*>(row);
+    const V go = *reinterpret_cast<const V*>(row + S);
+    const V gg = *reinterpret_cast<const V*>(row + 2 * S);
+    const V c = *reinterpret_cast<const V*>(static_cast<const T*>(p.old_cell) + r * S + at.c);
+    V h, cell;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (r + u < at.r1) {
-        const T* row = gates + (r + u) * 3 * S + at.c;
-        gi[u] = *reinterpret_cast<const V*>(row);
-        go[u] = *reinterpret_cast<const V*>(row + S);
-        gg[u] = *reinterpret_cast<const V*>(row + 2 * S);
-        c[u] = *reinterpret_cast<const V*>(static_cast<const T*>(p.old_cell) + (r + u) * S + at.c);
-      }
+    for (int j = 0; j < kVec; ++j) {
+      const CellOut<A> out = cell_forward<kFastMath<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]),
+                                                        kwb::to_acc<A>(gg.v[j]), kwb::to_acc<A>(c.v[j]));
+      cell.v[j] = kwb::from_acc<T>(out.cell);
+      h.v[j] = kwb::from_acc<T>(out.h);
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (r + u < at.r1) {
-        V h, cell;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const CellOut<A> out = cell_forward<kFastMath<T>>(kwb::to_acc<A>(gi[u].v[j]), kwb::to_acc<A>(go[u].v[j]),
-                                              kwb::to_acc<A>(gg[u].v[j]), kwb::to_acc<A>(c[u].v[j]));
-          cell.v[j] = kwb::from_acc<T>(out.cell);
-          h.v[j] = kwb::from_acc<T>(out.h);
-        }
-        *reinterpret_cast<V*>(static_cast<T*>(p.new_h) + (r + u) * S + at.c) = h;
-        *reinterpret_cast<V*>(static_cast<T*>(p.new_cell) + (r + u) * S + at.c) = cell;
-      }
-    }
+    *reinterpret_cast<V*>(static_cast<T*>(p.new_h) + r * S + at.c) = h;
+    *reinterpret_cast<V*>(static_cast<T*>(p.new_cell) + r * S + at.c) = cell;
   }
 }
 
