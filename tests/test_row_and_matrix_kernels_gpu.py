@@ -165,9 +165,9 @@ def test_linear_gelu_bf16_8192x4096_to_16384(k, approximate):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_linear_gelu_skinny_kernel_matches_the_reference_where_it_applies(k, approximate):
     spec = k["linear_gelu"].spec
-    # fp32, k a multiple of 4: row blocks of 32 (m = 33, 49, 65 end one part-way), column blocks of 8
-    # (n = 37, 17), k past one 512-wide chunk (1128); an empty k
-    shapes = [s for s in spec.SHAPES if s[1] % 4 == 0] + [(65, 516, 24), (64, 1024, 8)]
+    # fp32, k a multiple of 4: row blocks of 16 (m = 33, 49, 65 end one part-way), column blocks of
+    # 8 (m <= 16) and 16 (n = 37, 17, 24), k past several chunks (1128, 516); an empty k
+    shapes = [s for s in spec.SHAPES if s[1] % 4 == 0] + [(65, 516, 24), (64, 1024, 8), (16, 260, 9)]
     report = wb.check(k["linear_gelu"].linear_gelu_skinny, spec.reference, inputs=spec.inputs_for(approximate),
                       device="cuda", dtypes=["float32"], shapes=shapes, tolerance=spec.TOLERANCES,
                       name="linear_gelu_skinny")
@@ -194,7 +194,7 @@ def test_linear_gelu_skinny_kernel_names_what_it_needs(k):
     torch.testing.assert_close(lg.linear_gelu(x_off, w8, b[:5]).double(), expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("m", [1, 16, 33, 64, 65, 300])  # either side of the skinny route's 1..64 rows
+@pytest.mark.parametrize("m", [1, 2, 16, 17, 48, 49, 300])  # either side of the skinny route's 2..48 rows and its shapes' 16
 def test_linear_gelu_fp32_routes_agree_with_the_reference_and_gradients(k, m):
     spec = k["linear_gelu"].spec
     args = spec.inputs_for("none")((m, 768, 3072), torch.float32, "cuda", torch.Generator().manual_seed(m))

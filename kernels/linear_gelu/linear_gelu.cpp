@@ -31,9 +31,10 @@
 
 namespace {
 
-// fp32 batches of kSkinnyMinRows .. kSkinnyMaxRows rows take the skinny kernel, where cuBLAS's
-// fp32 kernels leave most of the GPU idle (kernels/linear_gelu/NOTES.md).
-constexpr int64_t kSkinnyMinRows = 1, kSkinnyMaxRows = 64;
+// fp32 batches of kSkinnyMinRows .. kSkinnyMaxRows rows take the skinny kernel: at 8 and 32
+// rows of 768 -> 3072 it beat cuBLAS and torch.compile, at 1 it tied cuBLAS's gemv, at 64 lost
+// to compile by a third (kernels/linear_gelu/NOTES.md); 48 is between measured sizes.
+constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 48;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;

@@ -106,61 +106,112 @@ __global__ void __launch_bounds__(256) splitk_epilogue(LinearGeluParams p) {
   epilogue<T, kTanh>(p, i / p.n, i % p.n, acc);
 }
 
-// skinny: fp32, few rows. A block owns kSkinnyCols of W's rows (output columns) and up to
-// kSkinnyRows rows of x, with k dealt out over kSkinnySlices threads a column, interleaved in
-// 16-byte steps (a warp reads 64 contiguous bytes of each of 8 W rows, and one 64-byte run of
-// an x row that all its columns share, through L1). Each thread keeps one accumulator a row; the
-// 32 slices are summed in shared memory in a fixed order, then bias + GELU. W is read once; no
-// second kernel and no global partial sums, which the tiled kernel's split k needs.
-constexpr int kSkinnyRows = 32;
-constexpr int kSkinnyCols = 8;
-constexpr int kSkinnySlices = 32;  // kSkinnyCols x kSkinnySlices = 256 threads
-constexpr int kSkinnyQuads = 4;    // float4s of W a thread loads at once: 16 registers
+// skinny: fp32, few rows. A block owns kCols of W's rows (output columns) and up to kRows rows
+// of x; k runs in chunks of kChunk, each staged in shared memory for all the block's rows
+// (coalesced row pieces), while thread (column c, slice s) holds its 2 float4s of W's row in
+// registers, loaded a chunk ahead. Slices take k interleaved in 16-byte steps: a warp reads
+// whole 32-byte sectors of its W rows. One accumulator a row a thread; the slices are summed in
+// shared memory in a fixed order, then bias + GELU. No second kernel and no global partial sums
+// (the tiled kernel's split k). A first version read x through L1 from every thread, a row at a
+// time: 67 us at 32 x 768 -> 3072, each load a round trip (kernels/linear_gelu/NOTES.md).
+// kRows x kCols outputs a block, 256 threads; kMinBlocks a launch bound (registers: 65536 /
+// (256 kMinBlocks)). benchmarks/linear_gelu_skinny_variants.py times the shapes side by side:
+// at 3 blocks an SM the shipped shapes spill 8-12 bytes a thread, and still beat 2 blocks an SM
+// without spills (16 x 16 at 32 rows: 21.0 against 28.5 us).
+template <int kRows_, int kCols_, int kMinBlocks_>
+struct SkinnyShape {
+  static constexpr int kRows = kRows_, kCols = kCols_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 256;
+  static constexpr int kSlices = kThreads / kCols;       // threads a column, each a slice of k
+  static constexpr int kQuads = 2;                       // float4s of k a thread takes a chunk
+  static constexpr int kChunk = kSlices * kQuads * 4;    // k a chunk
+  // the slices' sums at the end, kCols floats of padding a slice: a warp's slices write
+  // different banks (kRows * kCols is a multiple of 32)
+  static constexpr int kSumStride = kRows * kCols + kCols;
+  static constexpr int kSmemFloats = kSlices * kSumStride;
+  static_assert(kRows * kChunk <= kSmemFloats, "x's chunk fits the sums' buffer");
+  static_assert((kRows * kCols) % 32 == 0 && kCols <= 32, "bank-spread partial sums");
+};
+// x [m, 768] -> 3072 (H100, variants at 1 / 8 / 32 / 64 rows): 16 x 8 took 13.5 / 13.6 / 22.1 /
+// 37.8 us, 16 x 16 15.9 / 16.7 / 21.0 / 34.9; torch.compile 13.3 / 17.3 / 23.2 / 23.4.
+using SkinnyFew = SkinnyShape<16, 8, 3>;    // up to 16 rows: twice the blocks
+using SkinnyMany = SkinnyShape<16, 16, 3>;  // past 16 rows: W's rows read by half the blocks
 
-template <bool kTanh>
-__global__ void __launch_bounds__(kSkinnyCols * kSkinnySlices, 3) skinny_kernel(LinearGeluParams p) {
-  // +8 a slice: a warp's 4 slices write banks 8 apart (264 = 8 mod 32)
-  __shared__ float sums[kSkinnySlices][kSkinnyRows * kSkinnyCols + 8];
-  const int c = threadIdx.x % kSkinnyCols, s = threadIdx.x / kSkinnyCols;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + c;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kSkinnyRows;
-  const int rows = static_cast<int>(p.m - row0 < kSkinnyRows ? p.m - row0 : kSkinnyRows);
-  // columns past n read W's last row and are never stored: no branch in the inner loop
+template <bool kTanh, typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks) skinny_kernel(LinearGeluParams p) {
+  constexpr int kRows = Shape::kRows, kCols = Shape::kCols, kSlices = Shape::kSlices, kQuads = Shape::kQuads;
+  constexpr int kChunk = Shape::kChunk, kThreads = Shape::kThreads;
+  // x's chunk [kRows][kChunk] while k runs, then the slices' sums [kSlices][kSumStride]
+  __shared__ __align__(16) float smem[Shape::kSmemFloats];
+  const int c = threadIdx.x % kCols, s = threadIdx.x / kCols;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + c;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows;
+  const int64_t rows = p.m - row0 < kRows ? p.m - row0 : kRows;
+  // columns past n read W's last row and rows past m x's last row; neither is stored
   const float* w = static_cast<const float*>(p.w) + (col < p.n ? col : p.n - 1) * p.k;
   const float* x = static_cast<const float*>(p.x) + row0 * p.k;
-  float acc[kSkinnyRows] = {};
-  constexpr int64_t kChunk = int64_t{kSkinnySlices} * kSkinnyQuads * 4;
-  for (int64_t k0 = 0; k0 < p.k; k0 += kChunk) {
-    float4 wq[kSkinnyQuads];
+  const auto load_w = [&](int64_t k0, float4 (&wq)[kQuads]) {
 #pragma unroll
-    for (int q = 0; q < kSkinnyQuads; ++q) {
-      const int64_t kk = k0 + (q * kSkinnySlices + s) * 4;
+    for (int q = 0; q < kQuads; ++q) {
+      const int64_t kk = k0 + (q * kSlices + s) * 4;
       wq[q] = kk < p.k ? __ldg(reinterpret_cast<const float4*>(w + kk)) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  };
+  float acc[kRows] = {};
+  float4 wq[kQuads], wnext[kQuads];
+  load_w(0, wq);
+  for (int64_t k0 = 0; k0 < p.k; k0 += kChunk) {
+    // x's chunk: kRows x kChunk / 4 float4s, consecutive threads along a row
+    constexpr int kRowQuads = kChunk / 4;
 #pragma unroll
-    for (int q = 0; q < kSkinnyQuads; ++q) {
-      const int64_t kk = k0 + (q * kSkinnySlices + s) * 4;
-      if (kk >= p.k) break;
-      const float* xr = x + kk;
+    for (int e = threadIdx.x; e < kRows * kRowQuads; e += kThreads) {
+      const int r = e / kRowQuads, f = e % kRowQuads;
+      const int64_t kk = k0 + 4 * f;
+      const float* src = x + (r < rows ? r : rows - 1) * p.k + kk;
+      reinterpret_cast<float4*>(smem)[e] =
+          kk < p.k ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    load_w(k0 + kChunk, wnext);
+    __syncthreads();
 #pragma unroll
-      for (int r = 0; r < kSkinnyRows; ++r, xr += p.k) {
-        if (r < rows) {
-          const float4 v = __ldg(reinterpret_cast<const float4*>(xr));
-          acc[r] = fmaf(v.x, wq[q].x, fmaf(v.y, wq[q].y, fmaf(v.z, wq[q].z, fmaf(v.w, wq[q].w, acc[r]))));
-        }
+    for (int q = 0; q < kQuads; ++q) {
+      const int kq = (q * kSlices + s) * 4;
+      const float4 wv = wq[q];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float4 v = *reinterpret_cast<const float4*>(smem + r * kChunk + kq);
+        acc[r] = fmaf(v.x, wv.x, fmaf(v.y, wv.y, fmaf(v.z, wv.z, fmaf(v.w, wv.w, acc[r]))));
       }
     }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kQuads; ++q) wq[q] = wnext[q];
   }
 #pragma unroll
-  for (int r = 0; r < kSkinnyRows; ++r) sums[s][r * kSkinnyCols + c] = acc[r];
+  for (int r = 0; r < kRows; ++r) smem[s * Shape::kSumStride + r * kCols + c] = acc[r];
   __syncthreads();
-  // thread t: output (row t / 8, column t % 8) of the block's 32 x 8
-  const int r = threadIdx.x / kSkinnyCols, cc = threadIdx.x % kSkinnyCols;
-  float total = 0.f;
+  // output o: (row o / kCols, column o % kCols) of the block's kRows x kCols
+  for (int o = threadIdx.x; o < kRows * kCols; o += kThreads) {
+    const int r = o / kCols, cc = o % kCols;
+    float total = 0.f;
 #pragma unroll 8
-  for (int i = 0; i < kSkinnySlices; ++i) total += sums[i][r * kSkinnyCols + cc];
-  const int64_t out_col = static_cast<int64_t>(blockIdx.x) * kSkinnyCols + cc;
-  if (r < rows && out_col < p.n) epilogue<float, kTanh>(p, row0 + r, out_col, total);
+    for (int i = 0; i < kSlices; ++i) total += smem[i * Shape::kSumStride + o];
+    const int64_t out_col = static_cast<int64_t>(blockIdx.x) * kCols + cc;
+    if (r < rows && out_col < p.n) epilogue<float, kTanh>(p, row0 + r, out_col, total);
+  }
+}
+
+template <typename Shape>
+const char* launch_skinny(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
+  if (p.m == 0 || p.n == 0) return nullptr;
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (dtype != kwb::DType::Float32 || p.k % 4 != 0 || !aligned(p.x) || !aligned(p.w))
+    return "linear_gelu_skinny: needs fp32 data, k a multiple of 4 and x and weight 16-byte aligned";
+  const dim3 grid(static_cast<unsigned>((p.n + Shape::kCols - 1) / Shape::kCols),
+                  static_cast<unsigned>((p.m + Shape::kRows - 1) / Shape::kRows));
+  if (p.tanh) skinny_kernel<true, Shape><<<grid, Shape::kThreads, 0, stream>>>(p);
+  else skinny_kernel<false, Shape><<<grid, Shape::kThreads, 0, stream>>>(p);
+  return kwb::last_launch_error();
 }
 
 template <typename T, bool kTanh>
@@ -215,15 +266,7 @@ const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, 
 }
 
 const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
-  if (p.m == 0 || p.n == 0) return nullptr;
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (dtype != kwb::DType::Float32 || p.k % 4 != 0 || !aligned(p.x) || !aligned(p.w))
-    return "linear_gelu_skinny: needs fp32 data, k a multiple of 4 and x and weight 16-byte aligned";
-  const dim3 grid(static_cast<unsigned>((p.n + kSkinnyCols - 1) / kSkinnyCols),
-                  static_cast<unsigned>((p.m + kSkinnyRows - 1) / kSkinnyRows));
-  if (p.tanh) skinny_kernel<true><<<grid, kSkinnyCols * kSkinnySlices, 0, stream>>>(p);
-  else skinny_kernel<false><<<grid, kSkinnyCols * kSkinnySlices, 0, stream>>>(p);
-  return kwb::last_launch_error();
+  return p.m <= 16 ? launch_skinny<SkinnyFew>(p, dtype, stream) : launch_skinny<SkinnyMany>(p, dtype, stream);
 }
 
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream) {

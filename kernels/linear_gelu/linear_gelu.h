@@ -48,8 +48,8 @@ const char* linear_gelu_naive_cuda(const LinearGeluParams& p, kwb::DType dtype, 
 // second kernel adds the pieces in order (deterministic) before the epilogue.
 int linear_gelu_tiled_splits(int64_t m, int64_t n, int64_t k);
 const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
-// fp32, few rows: each block 32 rows x 8 columns with k split over 32 threads a column, summed
-// in shared memory in a fixed order; needs k % 4 == 0 and x and W 16-byte aligned.
+// fp32, few rows: each block 16 rows x 8 or 16 columns with k split over 32 or 16 threads a
+// column, summed in shared memory in a fixed order; needs k % 4 == 0 and x and W 16-byte aligned.
 const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
 // aligned: grad, pre and grad_pre are 16-byte aligned.
