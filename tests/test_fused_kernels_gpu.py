@@ -167,6 +167,19 @@ def test_lltm_unaligned(kernels, dtype):
         close(g, ref[name], op.tolerance(dtype, grad=True), name)
 
 
+@pytest.mark.parametrize("features", [64, 20, 7])  # the cat kernel's 16-byte vectors (64 at every dtype), and not
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float64], ids=str)
+def test_lltm_forward_x_is_the_exact_concatenation(kernels, dtype, features):
+    k = kernels["lltm"]
+    batch, state = 67, 48  # past the small-step batches: the cat kernel, then addmm
+    input, weights, bias, old_h, old_cell = lltm_inputs(k, batch, features, state, dtype)
+    wide = torch.randn(batch, 2 * state, device="cuda").to(dtype)
+    for h in (old_h, wide[:, ::2]):  # contiguous, and a strided view
+        outs = dict(zip((r.name for r in k.op("lltm_forward").default._schema.returns),
+                        k.lltm_forward(input, weights, bias, h, old_cell)))
+        assert torch.equal(outs["X"], torch.cat([h, input], 1))
+
+
 @pytest.mark.parametrize("batch", [1, 5, 16, 32])  # the one-launch forward: either side of its 4-row pass, and its edge
 @pytest.mark.parametrize("dtype", [*DTYPES, torch.float64], ids=str)
 def test_lltm_small_batch_forward_reads_strided_views_and_returns_x_and_gates(kernels, dtype, batch):
