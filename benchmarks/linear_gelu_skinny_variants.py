@@ -2,7 +2,7 @@
 variant is checked against PyTorch, then timed with the harness beside the shipped op, eager
 PyTorch and torch.compile, at x [m, 768] -> 3072 for small m.
 
-    python benchmarks/linear_gelu_skinny_variants.py [--out DIR] [--rows 1,8,32,64] [--variants 0,1,2]
+    python benchmarks/linear_gelu_skinny_variants.py [--out DIR] [--rows 1,8,16,24,32,48,64] [--variants 0,1,2]
 
 variant (rows x columns a block, launch bound's blocks an SM -> register cap):
   0  shipped (k.linear_gelu_skinny): 2 up to 16 rows, else 1
@@ -65,7 +65,7 @@ def reference(x, w, b, approximate):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
-    parser.add_argument("--rows", default="1,8,32,64", help="m, comma-separated (x is m x 768, W 3072 x 768)")
+    parser.add_argument("--rows", default="1,8,16,24,32,48,64", help="m, comma-separated (x is m x 768, W 3072 x 768)")
     parser.add_argument("--variants", default="0,1,2,3,4")
     args = parser.parse_args()
     shipped = wb.load("linear_gelu")
