@@ -9,7 +9,7 @@ naive    one thread per output, the dot product from global memory (kernels/line
 tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
 skinny   16 rows x 8 or 16 columns a block, k over 32 or 16 threads a column, summed in shared
          memory (benchmarks/linear_gelu_skinny_variants.py: its shapes)
-shipped  k.linear_gelu: the skinny kernel for fp32 batches of 2 to 48 rows, else cuBLASLt
+shipped  k.linear_gelu: the skinny kernel for fp32 batches of 2 to 32 rows, else cuBLASLt
          (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Inductor's shape

@@ -194,7 +194,7 @@ def test_linear_gelu_skinny_kernel_names_what_it_needs(k):
     torch.testing.assert_close(lg.linear_gelu(x_off, w8, b[:5]).double(), expected, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("m", [1, 2, 16, 17, 48, 49, 300])  # either side of the skinny route's 2..48 rows and its shapes' 16
+@pytest.mark.parametrize("m", [1, 2, 16, 17, 32, 33, 300])  # either side of the skinny route's 2..32 rows and its shapes' 16
 def test_linear_gelu_fp32_routes_agree_with_the_reference_and_gradients(k, m):
     spec = k["linear_gelu"].spec
     args = spec.inputs_for("none")((m, 768, 3072), torch.float32, "cuda", torch.Generator().manual_seed(m))

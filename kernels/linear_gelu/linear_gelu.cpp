@@ -31,10 +31,11 @@
 
 namespace {
 
-// fp32 batches of kSkinnyMinRows .. kSkinnyMaxRows rows take the skinny kernel: at 8 and 32
-// rows of 768 -> 3072 it beat cuBLAS and torch.compile, at 1 it tied cuBLAS's gemv, at 64 lost
-// to compile by a third (kernels/linear_gelu/NOTES.md); 48 is between measured sizes.
-constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 48;
+// fp32 batches of kSkinnyMinRows .. kSkinnyMaxRows rows take the skinny kernel. x [m, 768] ->
+// 3072 on the H100, us at m = 1 / 8 / 16 / 24 / 32 / 48: skinny 13.6 / 13.7 / 13.7 / 20.4 /
+// 21.0 / 33.4, cuBLAS (eager) 13.6 / 17.8 / 23.9 / 40.9 / 40.9 / 33.4, torch.compile 13.4 / 17.5
+// / 23.5 / 22.4 / 21.9 / 23.1 (kernels/linear_gelu/NOTES.md).
+constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 32;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;

@@ -52,7 +52,7 @@ def linear_gelu_tiled(x: Tensor, weight: Tensor, bias: Tensor, approximate: str 
 
 
 def linear_gelu_skinny(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none") -> Tensor:
-    """linear_gelu by the skinny kernel, the fp32 route for 2-48 rows (CUDA; k a multiple of 4)."""
+    """linear_gelu by the skinny kernel, the fp32 route for 2-32 rows (CUDA; k a multiple of 4)."""
     return _ops.linear_gelu_skinny(x, weight, bias, approximate)
 
 
