@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(256) tiled_forward(const T* __restrict__ x, co
         V out;
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
-          out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + kwb::to_acc<A>(bv.v[j])));
+          out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + kwb::to_acc<A>(bv.v[j])));
         *reinterpret_cast<V*>(y + (r + u) * t.cols + p.c) = out;
       }
     }
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256) flat_forward2(const T* __restrict__ x, co
       V out;
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + kwb::to_acc<A>(b[u].v[j])));
+        out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + kwb::to_acc<A>(b[u].v[j])));
       reinterpret_cast<V*>(y)[i] = out;
     }
   }

@@ -14,7 +14,6 @@
 
 namespace {
 
-template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
 
 // The forward as a flat map, one kVec-element vector a thread at flat vector index i, its bias
 // vector at i mod (cols / kVec), as kwb_elementwise.cuh's map: blocks sweep memory in order, and
@@ -34,7 +33,7 @@ __global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, c
   V out;
 #pragma unroll
   for (int j = 0; j < kVec; ++j)
-    out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<A>(in.v[j]) + kwb::to_acc<A>(b.v[j])));
+    out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<A>(in.v[j]) + kwb::to_acc<A>(b.v[j])));
   reinterpret_cast<V*>(y)[i] = out;
 }
 

@@ -39,6 +39,18 @@ template <typename T, typename A> __device__ __forceinline__ T from_acc(A v) { r
 template <> __device__ __forceinline__ __half from_acc<__half, float>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float v) { return __float2bfloat16_rn(v); }
 
+// fp16 and bf16 data: math in fp32, outputs that keep 11 or 8 bits.
+template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
+
+// kFast (for kHalfType data): the hardware's exp2 and reciprocal (__expf, __fdividef), a few ulps
+// of fp32; with expf and IEEE divisions bias_gelu's bf16 GELU and lltm's 16-bit cell were
+// compute-bound (kernels/bias_gelu/NOTES.md, kernels/lltm/NOTES.md). fp32 and fp64 data keep the
+// library functions.
+template <bool kFast> __device__ __forceinline__ float exp_(float v) { return kFast ? __expf(v) : expf(v); }
+template <bool kFast> __device__ __forceinline__ double exp_(double v) { return exp(v); }
+template <bool kFast> __device__ __forceinline__ float div_(float a, float b) { return kFast ? __fdividef(a, b) : a / b; }
+template <bool kFast> __device__ __forceinline__ double div_(double a, double b) { return a / b; }
+
 // N elements moved as one aligned access: 16 bytes gives LDG.128/STG.128.
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Vec {

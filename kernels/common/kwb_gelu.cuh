@@ -13,13 +13,6 @@
 namespace kwb {
 namespace {
 
-// kFast (fp16 and bf16 data): the hardware's exp2 and reciprocal (__expf, __fdividef), a few
-// ulps of fp32 where the output keeps 8 or 11 bits; with expf and an IEEE division the bf16 tanh
-// form was compute-bound (kernels/bias_gelu/NOTES.md). fp32 and fp64 keep the library functions.
-template <bool kFast> __device__ __forceinline__ float exp_(float v) { return kFast ? __expf(v) : expf(v); }
-template <bool kFast> __device__ __forceinline__ double exp_(double v) { return exp(v); }
-template <bool kFast> __device__ __forceinline__ float div_(float a, float b) { return kFast ? __fdividef(a, b) : a / b; }
-template <bool kFast> __device__ __forceinline__ double div_(double a, double b) { return a / b; }
 __device__ __forceinline__ float erf_(float v) { return erff(v); }
 __device__ __forceinline__ double erf_(double v) { return erf(v); }
 

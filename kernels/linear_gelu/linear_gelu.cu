@@ -19,14 +19,13 @@
 
 namespace {
 
-template <typename T> constexpr bool kHalfType = sizeof(T) == 2;
 
 template <typename T, bool kTanh>
 __device__ __forceinline__ void epilogue(const LinearGeluParams& p, int64_t row, int64_t col, kwb::acc_t<T> acc) {
   using A = kwb::acc_t<T>;
   const A v = acc + kwb::to_acc<A>(static_cast<const T*>(p.bias)[col]);
   if (p.pre) static_cast<T*>(p.pre)[row * p.n + col] = kwb::from_acc<T>(v);
-  static_cast<T*>(p.y)[row * p.n + col] = kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(v));
+  static_cast<T*>(p.y)[row * p.n + col] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(v));
 }
 
 template <typename T, bool kTanh>
@@ -217,7 +216,7 @@ const char* launch_skinny(const LinearGeluParams& p, kwb::DType dtype, cudaStrea
 template <typename T, bool kTanh>
 struct Gelu {
   __device__ __forceinline__ T operator()(T v) const {
-    return kwb::from_acc<T>(kwb::gelu<kTanh, kHalfType<T>>(kwb::to_acc<kwb::acc_t<T>>(v)));
+    return kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<kwb::acc_t<T>>(v)));
   }
 };
 

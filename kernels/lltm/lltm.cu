@@ -18,24 +18,17 @@
 
 namespace {
 
-// kFastMath (fp16 and bf16 data): the sigmoids and the elu from the hardware's exp2 and reciprocal
-// (__expf, __fdividef), a few ulps of fp32 where the output keeps 8 or 11 bits. With expf, expm1f
-// and IEEE divisions the cell was compute-bound: 31 us (bf16) and 22 us (fp16) at 4096 x 1024
-// against Inductor's 18 us (kernels/lltm/NOTES.md). fp32 and fp64 keep the library functions.
-template <typename T> constexpr bool kFastMath = sizeof(T) == 2;
-
-template <bool kFast> __device__ __forceinline__ float exp_(float v) { return kFast ? __expf(v) : expf(v); }
-template <bool kFast> __device__ __forceinline__ double exp_(double v) { return exp(v); }
+// 16-bit data (kwb::kHalfType) take the fast exp and reciprocal (kwb_cuda.cuh) in the sigmoids and
+// the elu: with expf, expm1f and IEEE divisions the cell was compute-bound, 31 us (bf16) and 22 us
+// (fp16) at 4096 x 1024 against Inductor's 18 us (kernels/lltm/NOTES.md).
 // exp(v) - 1 for v <= 0: the fast form's absolute error stays below 3e-7, far below 16-bit rounding
 template <bool kFast> __device__ __forceinline__ float expm1_(float v) { return kFast ? __expf(v) - 1.f : expm1f(v); }
 template <bool kFast> __device__ __forceinline__ double expm1_(double v) { return expm1(v); }
-template <bool kFast> __device__ __forceinline__ float div_(float a, float b) { return kFast ? __fdividef(a, b) : a / b; }
-template <bool kFast> __device__ __forceinline__ double div_(double a, double b) { return a / b; }
 __device__ __forceinline__ float tanh_(float v) { return tanhf(v); }
 __device__ __forceinline__ double tanh_(double v) { return tanh(v); }
 
 template <bool kFast, typename A> __device__ __forceinline__ A sigmoid(A z) {
-  return div_<kFast>(A(1), A(1) + exp_<kFast>(-z));
+  return kwb::div_<kFast>(A(1), A(1) + kwb::exp_<kFast>(-z));
 }
 template <bool kFast, typename A> __device__ __forceinline__ A elu(A z) {  // alpha = 1
   return z > A(0) ? z : expm1_<kFast>(z);
@@ -57,7 +50,7 @@ __device__ __forceinline__ CellGrad<A> cell_backward(A zi, A zo, A zg, A old_cel
   const A tc = tanh_(old_cell + i * g);
   const A gc = gcell + gh * o * (A(1) - tc * tc);
   // elu'(z) = exp(z) for z <= 0
-  return {gc * g * i * (A(1) - i), gh * tc * o * (A(1) - o), gc * i * (zg > A(0) ? A(1) : exp_<kFast>(zg)), gc};
+  return {gc * g * i * (A(1) - i), gh * tc * o * (A(1) - o), gc * i * (zg > A(0) ? A(1) : kwb::exp_<kFast>(zg)), gc};
 }
 
 template <typename T, int kVec>
@@ -80,7 +73,7 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
     V h, cell;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const CellOut<A> out = cell_forward<kFastMath<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]),
+      const CellOut<A> out = cell_forward<kwb::kHalfType<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]),
                                                         kwb::to_acc<A>(gg.v[j]), kwb::to_acc<A>(c.v[j]));
       cell.v[j] = kwb::from_acc<T>(out.cell);
       h.v[j] = kwb::from_acc<T>(out.h);
@@ -125,7 +118,7 @@ __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int6
   gates[0] = ti;
   gates[S] = to;
   gates[2 * S] = tg;
-  const CellOut<A> out = cell_forward<kFastMath<T>>(kwb::to_acc<A>(ti), kwb::to_acc<A>(to), kwb::to_acc<A>(tg),
+  const CellOut<A> out = cell_forward<kwb::kHalfType<T>>(kwb::to_acc<A>(ti), kwb::to_acc<A>(to), kwb::to_acc<A>(tg),
                                       kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]));
   static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(out.cell);
   static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(out.h);
@@ -213,7 +206,7 @@ __global__ void __launch_bounds__(kSmallThreads) backward_small_kernel(LltmSmall
   if (lane < B) {
     const int b = lane;
     const T* z = static_cast<const T*>(p.gates) + b * 3 * S + j;
-    const CellGrad<A> d = cell_backward<kFastMath<T>>(kwb::to_acc<A>(z[0]), kwb::to_acc<A>(z[S]), kwb::to_acc<A>(z[2 * S]),
+    const CellGrad<A> d = cell_backward<kwb::kHalfType<T>>(kwb::to_acc<A>(z[0]), kwb::to_acc<A>(z[S]), kwb::to_acc<A>(z[2 * S]),
                                         kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]),
                                         kwb::to_acc<A>(static_cast<const T*>(p.grad_h)[b * S + j]),
                                         kwb::to_acc<A>(static_cast<const T*>(p.grad_cell)[b * S + j]));
@@ -285,7 +278,7 @@ __global__ void __launch_bounds__(256) backward_kernel(LltmBackwardParams p, kwb
     V d_i, d_o, d_g, d_c;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const CellGrad<A> d = cell_backward<kFastMath<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]), kwb::to_acc<A>(gg.v[j]),
+      const CellGrad<A> d = cell_backward<kwb::kHalfType<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]), kwb::to_acc<A>(gg.v[j]),
                                           kwb::to_acc<A>(c.v[j]), kwb::to_acc<A>(dh.v[j]), kwb::to_acc<A>(dc.v[j]));
       si[j] += d.zi;
       so[j] += d.zo;
