@@ -167,17 +167,20 @@ def test_lltm_unaligned(kernels, dtype):
         close(g, ref[name], op.tolerance(dtype, grad=True), name)
 
 
-@pytest.mark.parametrize("features", [64, 20, 7])  # the cat kernel's 16-byte vectors (64 at every dtype), and not
+# the cat kernel's 16-byte vectors need state and features whole vectors (48 and 64 at every
+# dtype) and both inputs aligned; 44 and 20 are not whole vectors in 16 bits, 7 at any dtype
+@pytest.mark.parametrize("state,features", [(48, 64), (48, 20), (44, 64), (48, 7), (48, 0)])
 @pytest.mark.parametrize("dtype", [*DTYPES, torch.float64], ids=str)
-def test_lltm_forward_x_is_the_exact_concatenation(kernels, dtype, features):
+def test_lltm_forward_x_is_the_exact_concatenation(kernels, dtype, state, features):
     k = kernels["lltm"]
-    batch, state = 67, 48  # past the small-step batches: the cat kernel, then addmm
+    batch = 67  # past the small-step batches: the cat kernel, then addmm
     input, weights, bias, old_h, old_cell = lltm_inputs(k, batch, features, state, dtype)
     wide = torch.randn(batch, 2 * state, device="cuda").to(dtype)
-    for h in (old_h, wide[:, ::2]):  # contiguous, and a strided view
+    # contiguous; a strided view (copied first); inputs one element past 16-byte alignment
+    for h, x in ((old_h, input), (wide[:, ::2], input), (misaligned((batch, state), dtype, 5), misaligned((batch, features), dtype, 6))):
         outs = dict(zip((r.name for r in k.op("lltm_forward").default._schema.returns),
-                        k.lltm_forward(input, weights, bias, h, old_cell)))
-        assert torch.equal(outs["X"], torch.cat([h, input], 1))
+                        k.lltm_forward(x, weights, bias, h, old_cell)))
+        assert torch.equal(outs["X"], torch.cat([h, x], 1))
 
 
 @pytest.mark.parametrize("batch", [1, 5, 16, 32])  # the one-launch forward: either side of its 4-row pass, and its edge

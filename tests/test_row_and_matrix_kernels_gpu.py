@@ -165,9 +165,10 @@ def test_linear_gelu_bf16_8192x4096_to_16384(k, approximate):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_linear_gelu_skinny_kernel_matches_the_reference_where_it_applies(k, approximate):
     spec = k["linear_gelu"].spec
-    # fp32, k a multiple of 4: row blocks of 16 (m = 33, 49, 65 end one part-way), column blocks of
-    # 8 (m <= 16) and 16 (n = 37, 17, 24), k past several chunks (1128, 516); an empty k
-    shapes = [s for s in spec.SHAPES if s[1] % 4 == 0] + [(65, 516, 24), (64, 1024, 8), (16, 260, 9)]
+    # fp32, k a multiple of 4: row blocks of 16 (m = 33, 49, 65 end one part-way); column blocks
+    # of 8 up to 16 rows (n = 17, 9) and of 16 past them (n = 37, 24, 760); k past a chunk's end
+    # (1128, 516, 260, 132); an empty k
+    shapes = [s for s in spec.SHAPES if s[1] % 4 == 0] + [(65, 516, 24), (64, 1024, 8), (16, 260, 9), (24, 132, 37)]
     report = wb.check(k["linear_gelu"].linear_gelu_skinny, spec.reference, inputs=spec.inputs_for(approximate),
                       device="cuda", dtypes=["float32"], shapes=shapes, tolerance=spec.TOLERANCES,
                       name="linear_gelu_skinny")
@@ -183,6 +184,8 @@ def test_linear_gelu_skinny_kernel_names_what_it_needs(k):
         lg.linear_gelu_skinny(torch.randn(3, 8, device="cuda", dtype=torch.bfloat16),
                               torch.randn(8, 8, device="cuda", dtype=torch.bfloat16),
                               torch.randn(8, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="needs fp32 data, k a multiple of 4"):  # an empty batch too
+        lg.linear_gelu_skinny(torch.empty(0, 6, device="cuda"), w, b)
     x = torch.randn(3, 9, device="cuda")[:, 1:]  # k = 8, rows 36 bytes apart: copied, then aligned
     w8 = torch.randn(5, 8, device="cuda")
     expected = F.gelu(F.linear(x.double(), w8.double(), b[:5].double()))

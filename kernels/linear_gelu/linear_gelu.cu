@@ -202,10 +202,12 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks) skinny_ker
 
 template <typename Shape>
 const char* launch_skinny(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
-  if (p.m == 0 || p.n == 0) return nullptr;
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (dtype != kwb::DType::Float32 || p.k % 4 != 0 || !aligned(p.x) || !aligned(p.w))
     return "linear_gelu_skinny: needs fp32 data, k a multiple of 4 and x and weight 16-byte aligned";
+  if ((p.m + Shape::kRows - 1) / Shape::kRows > 65535)
+    return "linear_gelu_skinny: at most 65535 blocks of 16 rows (1048560 rows); larger batches take linear_gelu";
+  if (p.m == 0 || p.n == 0) return nullptr;
   const dim3 grid(static_cast<unsigned>((p.n + Shape::kCols - 1) / Shape::kCols),
                   static_cast<unsigned>((p.m + Shape::kRows - 1) / Shape::kRows));
   if (p.tanh) skinny_kernel<true, Shape><<<grid, Shape::kThreads, 0, stream>>>(p);
@@ -262,6 +264,11 @@ const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, 
     }
     return kwb::last_launch_error();
   });
+}
+
+bool linear_gelu_skinny_fills_gpu(int64_t m, int64_t n) {
+  const int64_t cols = m <= 16 ? SkinnyFew::kCols : SkinnyMany::kCols;
+  return (n + cols - 1) / cols * ((m + 15) / 16) >= kwb::sm_count();
 }
 
 const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {

@@ -51,6 +51,8 @@ const char* linear_gelu_tiled_cuda(const LinearGeluParams& p, kwb::DType dtype, 
 // fp32, few rows: each block 16 rows x 8 or 16 columns with k split over 32 or 16 threads a
 // column, summed in shared memory in a fixed order; needs k % 4 == 0 and x and W 16-byte aligned.
 const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream);
+// Whether its grid for m x n outputs has a block for every SM of the current GPU.
+bool linear_gelu_skinny_fills_gpu(int64_t m, int64_t n);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
 // aligned: grad, pre and grad_pre are 16-byte aligned.
 int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);
