@@ -99,7 +99,7 @@ inline int sm_count() {
   return cache[device];
 }
 
-// n / d and n % d on the device for a divisor fixed at launch. Divider32 (n and d below 2^31): a multiply-high,
+// n % d on the device for a divisor fixed at launch. Divider32 (n and d below 2^31): a multiply-high,
 // an add and a shift with a round-up multiplier (Granlund and Montgomery, as PyTorch's IntDivider),
 // where a 32-bit `%` is a ~20-instruction sequence; Divider64 for larger indices is a plain `%`.
 struct Divider32 {
@@ -109,20 +109,18 @@ struct Divider32 {
     const uint64_t one = 1;
     m = static_cast<uint32_t>(((one << 32) * ((one << s) - d)) / d + 1);
   }
-  __host__ __device__ __forceinline__ uint32_t div(uint32_t n) const {
+  __host__ __device__ __forceinline__ uint32_t mod(uint32_t n) const {
 #ifdef __CUDA_ARCH__
     const uint32_t hi = __umulhi(n, m);
 #else  // the same arithmetic on the host, for tests
     const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
 #endif
-    return (hi + n) >> s;
+    return n - ((hi + n) >> s) * d;
   }
-  __host__ __device__ __forceinline__ uint32_t mod(uint32_t n) const { return n - div(n) * d; }
 };
 struct Divider64 {
   int64_t d;
   explicit Divider64(int64_t divisor) : d(divisor) {}
-  __device__ __forceinline__ int64_t div(int64_t n) const { return n / d; }
   __device__ __forceinline__ int64_t mod(int64_t n) const { return n % d; }
 };
 

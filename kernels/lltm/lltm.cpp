@@ -2,9 +2,9 @@
 // argument checks, the matrix products (ATen: cuBLAS on the GPU), the CPU implementation of
 // the pointwise part and the CPU/CUDA registrations; the CUDA kernels are in lltm.cu.
 //
-// One product each: gates = bias + X W^T forward with X = [old_h, input] (on the GPU by
-// lltm.cu's cat kernel; addmm: the bias rides in cuBLASLt's epilogue, as in F.linear; split
-// products and a plain mm were slower: kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
+// One product each: gates = bias + X W^T forward with X = [old_h, input] (addmm: the bias
+// rides in cuBLASLt's epilogue, as in F.linear; split products and a plain mm were slower:
+// kernels/lltm/NOTES.md), and X's and W's gradients backward. Small batches on the GPU skip
 // cat and addmm: one kernel does the forward's product and cell, and backward one kernel the
 // cell and the weight gradient, beside the product for X's gradient (lltm.h, lltm_small_step).
 // X is returned and saved for backward; X's gradient goes back whole and ops.py hands out its
@@ -185,11 +185,7 @@ Forward lltm_forward_cuda_op(const at::Tensor& input, const at::Tensor& weights,
   const int64_t B = input.size(0), I = input.size(1), S = old_h.size(1);
   if (lltm_small_step(B, I, S))
     return lltm_forward_small(input, weights, bias, old_h, old_cell, B, I, S);
-  const at::Tensor hc = kwb::contiguous(old_h), ic = kwb::contiguous(input);
-  at::Tensor X = at::empty({B, S + I}, input.options());
-  const LltmCatParams cat{hc.const_data_ptr(), ic.const_data_ptr(), X.mutable_data_ptr(), B, S, I};
-  KWB_CHECK_LAUNCH(kForward, lltm_cat_cuda(cat, kwb::to_dtype(input.scalar_type()), kwb::all_aligned({&hc, &ic, &X}),
-                                           kwb::current_stream(input)));
+  const at::Tensor X = at::cat({old_h, input}, 1);
   const at::Tensor gates = at::addmm(bias, X, weights.t());
   const at::Tensor cc = kwb::contiguous(old_cell);
   at::Tensor new_h = at::empty(old_h.sizes(), old_h.options()), new_cell = at::empty(old_h.sizes(), old_h.options());

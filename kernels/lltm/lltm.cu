@@ -87,29 +87,6 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   }
 }
 
-// X = [old_h, input] as a flat map over X's kVec-element vectors, one a thread: row and
-// column from a multiply-shift divider (kwb_cuda.cuh). ATen's cat took 11.0 us at 4096 x
-// (1024 + 1024) bf16, Inductor's 9.7 (kernels/lltm/NOTES.md).
-template <typename T, int kVec, typename Div>
-__global__ void __launch_bounds__(256) cat_kernel(LltmCatParams p, int64_t n_vec, Div row_vecs) {
-  using V = kwb::Vec<T, kVec>;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n_vec) return;
-  const int64_t row = row_vecs.div(i), c = (i - row * row_vecs.d) * kVec;
-  const T* src = c < p.state ? static_cast<const T*>(p.old_h) + row * p.state + c
-                             : static_cast<const T*>(p.input) + row * p.features + (c - p.state);
-  reinterpret_cast<V*>(p.X)[i] = *reinterpret_cast<const V*>(src);
-}
-
-template <typename T, int kVec>
-void launch_cat(const LltmCatParams& p, cudaStream_t stream) {
-  const int64_t row_vecs = (p.state + p.features) / kVec, n_vec = p.batch * row_vecs;
-  const unsigned blocks = static_cast<unsigned>((n_vec + 255) / 256);
-  if (n_vec < (int64_t(1) << 31))
-    cat_kernel<T, kVec><<<blocks, 256, 0, stream>>>(p, n_vec, kwb::Divider32(static_cast<uint32_t>(row_vecs)));
-  else cat_kernel<T, kVec><<<blocks, 256, 0, stream>>>(p, n_vec, kwb::Divider64(row_vecs));
-}
-
 // Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell.
 template <typename T, typename A>
 __device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg) {
@@ -365,16 +342,6 @@ const char* backward(const LltmBackwardParams& p, bool aligned, cudaStream_t str
 
 int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dtype, bool aligned) {
   return kwb::column_sum_workspace_rows(batch, state, dtype, aligned);
-}
-
-const char* lltm_cat_cuda(const LltmCatParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
-  if (p.batch == 0 || p.state + p.features == 0) return nullptr;
-  return KWB_DTYPE_SWITCH(dtype, T, [&] {
-    constexpr int kVec = 16 / sizeof(T);
-    if (aligned && p.state % kVec == 0 && p.features % kVec == 0) launch_cat<T, kVec>(p, stream);
-    else launch_cat<T, 1>(p, stream);
-    return kwb::last_launch_error();
-  });
 }
 
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {

@@ -17,14 +17,6 @@ struct LltmForwardParams {
   int64_t batch, state;
 };
 
-// X = [old_h, input] along the columns: batch x (state + features), written in full.
-struct LltmCatParams {
-  const void* old_h;  // batch x state, row-major
-  const void* input;  // batch x features, row-major
-  void* X;            // batch x (state + features)
-  int64_t batch, state, features;
-};
-
 // Small steps take kernels of their own (lltm_forward_small_cuda, lltm_backward_small_cuda): at
 // the tutorial's 16 / 32 / 128, cat + addmm + the cell kernel were three launches and 14 us on
 // the H100, torch.compile's cat + mm + pointwise 12 us (kernels/lltm/NOTES.md). A batch of at
@@ -81,8 +73,6 @@ int64_t lltm_backward_workspace_rows(int64_t batch, int64_t state, kwb::DType dt
 
 // Each returns nullptr on success, else CUDA's error string. aligned: every pointer is 16-byte
 // aligned (then a state that fills whole 16-byte vectors uses them).
-// aligned here: also state and features whole 16-byte vectors.
-const char* lltm_cat_cuda(const LltmCatParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
 const char* lltm_forward_cuda(const LltmForwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
 // For lltm_small_step's shapes; no alignment needed.
 const char* lltm_forward_small_cuda(const LltmSmallForwardParams& p, kwb::DType dtype, cudaStream_t stream);
