@@ -21,6 +21,7 @@ namespace {
 // 16-bit data (kwb::kHalfType) take the fast exp and reciprocal (kwb_cuda.cuh) in the sigmoids and
 // the elu: with expf, expm1f and IEEE divisions the cell was compute-bound, 31 us (bf16) and 22 us
 // (fp16) at 4096 x 1024 against Inductor's 18 us (kernels/lltm/NOTES.md).
+
 // exp(v) - 1 for v <= 0. Fast: __expf(v) - 1 is off by up to ~2.4e-7, more than half a 16-bit ulp
 // of the result for |v| below ~5e-4, so near 0 a cubic (relative error under 1.3e-6 at 1/32).
 template <bool kFast> __device__ __forceinline__ float expm1_(float v) {
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const CellOut<A> out = cell_forward<kwb::kHalfType<T>>(kwb::to_acc<A>(gi.v[j]), kwb::to_acc<A>(go.v[j]),
-                                                        kwb::to_acc<A>(gg.v[j]), kwb::to_acc<A>(c.v[j]));
+                                                            kwb::to_acc<A>(gg.v[j]), kwb::to_acc<A>(c.v[j]));
       cell.v[j] = kwb::from_acc<T>(out.cell);
       h.v[j] = kwb::from_acc<T>(out.h);
     }
