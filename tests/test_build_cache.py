@@ -370,3 +370,37 @@ def test_a_header_saved_during_a_first_build_is_never_recorded_as_built(tiny_ker
     assert json.loads(first.stdout.strip().splitlines()[-1])["value"] == 2.0, first.stdout
     again = run_python(LOAD_TINY.format(folder=str(tiny_kernel)), env=env)
     assert json.loads(again.stdout.strip().splitlines()[-1]) == {"compiled": False, "value": 2.0}, again.stdout
+
+
+PYTHON_ENTRY = """\
+#include <torch/csrc/utils/pybind.h>
+#include "kwb_library.h"
+
+// The op through the dispatcher, from C++, and a number that says which build answered.
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("twice", [](const at::Tensor& x) { return kwb::typed_op<at::Tensor(const at::Tensor&)>("twice").call(x); });
+  m.def("build", [] { return BUILD; });
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_with_a_python_entry_is_imported_beside_its_ops_and_reloads_after_an_edit(tmp_path):
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    (folder / "defs.cpp").write_text(
+        '#include <ATen/ops/mul.h>\n#include "kwb_library.h"\n'
+        'namespace { at::Tensor twice(const at::Tensor& x) { return at::mul(x, 2); } }\n'
+        'KWB_LIBRARY(m) { m.def("twice(Tensor x) -> Tensor"); }\nKWB_LIBRARY_IMPL(m, CPU) { m.impl("twice", &twice); }\n')
+    (folder / "entry_python.cpp").write_text(PYTHON_ENTRY.replace("BUILD", "1"))
+    first = wb.load(folder, device="cpu")
+    x = torch.arange(3.0)
+    assert first.module.build() == 1 and first.module.twice(x).tolist() == [0.0, 2.0, 4.0]
+    assert first.twice(x).tolist() == [0.0, 2.0, 4.0]  # the op itself, as before
+    with pytest.raises(TypeError):
+        first.module.twice("not a tensor")
+    (folder / "entry_python.cpp").write_text(PYTHON_ENTRY.replace("BUILD", "2"))
+    second = wb.load(folder, device="cpu")
+    # the edited unit's module, in the same process; the first stays as it was
+    assert second.module.build() == 2 and second.module.twice(x).tolist() == [0.0, 2.0, 4.0]
+    assert first.module.build() == 1 and second.module is not first.module

@@ -124,6 +124,25 @@ def test_gradcheck_fp64():
     assert torch.autograd.gradcheck(KERNELS["vector_add"].vector_add, (a, b))
 
 
+def test_vector_add_is_called_through_its_cpp_entry_and_differentiated_in_cpp():
+    """The public function skips torch.ops' Python layers (vector_add_python.cpp's entry), and
+    the gradient comes from the C++ autograd kernel, the same whether the op is called through
+    the entry or torch.ops; a second derivative goes through it too."""
+    k = KERNELS["vector_add"]
+    assert k.module is not None and callable(k.module.vector_add)
+    a = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(7, 3, dtype=torch.float64)
+    for call in (k.vector_add, k.module.vector_add, k.op("vector_add")):
+        out = call(a, b)
+        assert "VectorAdd" in out.grad_fn.name()
+        torch.testing.assert_close(out, a + b)
+    (grad,) = torch.autograd.grad(k.vector_add(a, a).sum(), a, create_graph=True)
+    torch.testing.assert_close(grad, torch.full_like(a, 2.0))
+    assert torch.autograd.gradgradcheck(k.vector_add, (a, b.requires_grad_()))
+    with torch.no_grad():
+        assert k.vector_add(a, b).grad_fn is None
+
+
 def test_torch_compile_fullgraph():
     rs, va = KERNELS["relu_scale"], KERNELS["vector_add"]
 

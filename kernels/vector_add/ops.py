@@ -1,23 +1,30 @@
 """vector_add's Python face (as pytorch/extension-cpp's ops.py): a typed public function over
-this build's op, its fake kernel for torch.compile, and autograd.
+this build's op and its fake kernel for torch.compile. Its autograd is C++
+(vector_add_python.cpp), as is the entry the public function calls: a call costs what eager's
+a + b does (benchmarks/cpu_call_overhead.py), not the Python layers of a torch.ops call.
 
 register(ops) is called by the loader with the ops of one build and returns the public
 function, which the loaded kernel exposes (k.vector_add); k.op("vector_add") is the op itself.
 """
 import torch
 from torch import Tensor
+from torch.overrides import has_torch_function
 
 _ops = None  # this build's ops, set by register()
+_entry = None  # this build's Python entry (vector_add_python.cpp)
 
 
 def vector_add(a: Tensor, b: Tensor) -> Tensor:
     """a + b, elementwise; a and b of one shape, dtype and device. Differentiable in both."""
-    return _ops.vector_add(a, b)
+    # torch.compile traces the op; __torch_function__ overrides see it; the entry skips both
+    if torch.compiler.is_compiling() or has_torch_function((a, b)):
+        return _ops.vector_add(a, b)
+    return _entry.vector_add(a, b)
 
 
 def register(ops):
-    global _ops
-    _ops = ops
+    global _ops, _entry
+    _ops, _entry = ops, ops.entry
 
     @ops.register_fake("vector_add")
     def _(a, b):
@@ -25,12 +32,4 @@ def register(ops):
         torch._check(a.dtype == b.dtype, lambda: f"vector_add: b must have the same dtype as a (a: {a.dtype}, b: {b.dtype})")
         return torch.empty(a.shape, dtype=a.dtype, device=a.device)
 
-    def setup_context(ctx, inputs, output):
-        pass
-
-    def backward(ctx, grad):
-        # d(a + b)/da = d(a + b)/db = 1
-        return grad, grad
-
-    torch.library.register_autograd(ops.qualname("vector_add"), backward, setup_context=setup_context)
     return {"vector_add": vector_add}

@@ -106,9 +106,11 @@ def make_config(spec: BuildSpec) -> BuildConfig:
         cflags = ["-O3", f"-std={info.cxx_standard}", "-fPIC", "-fvisibility=hidden", "-fno-trapping-math", *openmp,
                   *toolchain.cpu_capability_flags(), "-fdiagnostics-color=never", abi, *includes, *torch_includes]
         ldflags = [*linker, "-lc10", "-ltorch_cpu"]
+        if source.python_units:  # a Python entry: torch's bindings, and Python's symbols at import
+            ldflags += ["-ltorch", "-ltorch_python"]
         if cuda_includes_torch:  # torch/extension.h in both parts: Python's headers, Python's symbols at load
             cflags.append(f"-isystem{toolchain.python_include()}")
-        else:
+        elif not source.python_units:
             ldflags.insert(len(linker), "-Wl,--no-undefined")
     nvcc = None
     cuda_cflags: list[str] = []
@@ -254,11 +256,15 @@ def _user_headers(dep_paths: list[str], sources: set[str], build_dir: Path, own_
 
 
 def _step_flags(source: KernelSource, path: Path, pch_for, levels: light_headers.Levels | None) -> tuple[str, ...]:
-    """A unit's own flags: a lighter torch/extension.h (light_headers.py, at the unit's level),
+    """A unit's own flags: Python's headers for a kwb kernel's Python entry (its PYBIND11_MODULE
+    unit, imported under the kernel's name); a lighter torch/extension.h (light_headers.py, at the unit's level),
     precompiled (pch.py; pch_for(light) gives the header or None) for a C++ unit that starts
     with it; kwb's shim first in a TORCH_LIBRARY extension's units that register ops, which
     defers their registration to load time (workbench/jit/include/kwb_torch_library.h)."""
     flags: list[str] = []
+    if path in source.python_units:
+        flags += [f"-isystem{toolchain.python_include()}", f"-DTORCH_EXTENSION_NAME={source.module_name}",
+                  *toolchain.pybind11_abi_flags()]
     light = levels.flags(path) if source.torch_style and levels is not None else []
     if path.suffix != ".cu" and pch.wants_pch(path):
         header = pch_for(bool(light))

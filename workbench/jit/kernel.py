@@ -53,10 +53,13 @@ def _check_one_device(op: str, signature: inspect.Signature, args, kwargs) -> No
 
 
 class OpNamespace:
-    """What ops.py's register() receives: the ops of one loaded build, `ops.relu_scale`."""
+    """What ops.py's register() receives: the ops of one loaded build, `ops.relu_scale`, and
+    `ops.entry`, the build's Python module where the kernel has a PYBIND11_MODULE unit (its
+    functions call the ops from C++: kernels/vector_add/vector_add_python.cpp), else None."""
 
-    def __init__(self, namespace: str):
+    def __init__(self, namespace: str, entry: ModuleType | None = None):
         self.namespace = namespace
+        self.entry = entry
 
     def qualname(self, op: str) -> str:
         """'relu_scale' -> 'kwb_relu_scale_1a2b3c4d5e6f::relu_scale', for torch.library calls."""
@@ -308,14 +311,14 @@ def _demangle(symbol: str) -> str:
         return symbol
 
 
-def _register_ops_py(source: KernelSource, namespace: str) -> tuple[ModuleType | None, dict | None]:
+def _register_ops_py(source: KernelSource, namespace: str, entry: ModuleType | None = None) -> tuple[ModuleType | None, dict | None]:
     """The kernel's ops.py, imported for this build, and what its register(ops) returns."""
     if source.ops_file is None:
         return None, None
     ops_module = _import_file(source.ops_file, f"kwb_ops_{namespace}")
     functions = None
     if hasattr(ops_module, "register"):
-        functions = ops_module.register(OpNamespace(namespace))
+        functions = ops_module.register(OpNamespace(namespace, entry))
         if functions is not None and not isinstance(functions, dict):
             raise LoadError(f"{source.ops_file}: register(ops) returned {type(functions).__name__}; it must "
                             "return None or a dict of public functions, {'name': function}")
@@ -395,15 +398,17 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     if register(namespace.encode(), err, len(err)) != 0:
         raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
     _handles.append(handle)
+    # the Python entry, imported once the ops it calls are registered
+    entry = _import_extension(source, build) if source.python_units else None
     try:
-        ops_module, functions = _register_ops_py(source, namespace)
+        ops_module, functions = _register_ops_py(source, namespace, entry)
     except Exception as e:
         if hasattr(e, "add_note"):  # Python 3.11+
             e.add_note(f"kwb: {source.ops_file} raised this when {source.name}'s build was loaded; loading it again in "
                        "this process gives this error again: edit ops.py (or restart Python) to load it anew")
         _ops_py_failures[namespace] = (e, e.__traceback__)
         raise
-    return Kernel(source, build, namespace, ops_module, functions)
+    return Kernel(source, build, namespace, ops_module, functions, module=entry)
 
 
 # The build whose module holds a module name in this process: pybind11 (3.x) keeps one module

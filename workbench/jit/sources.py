@@ -9,6 +9,8 @@ A kwb kernel folder:
 
     <name>/<name>.cu     __global__ kernels + launchers over raw pointers (CUDA headers only)
     <name>/<name>.cpp    op schemas, checks, the CPU implementation, registrations
+    <name>/<name>_python.cpp  a C++ Autograd kernel and a PYBIND11_MODULE entry that calls the op
+                         through the dispatcher, for ops.py's public function (optional)
     <name>/ops.py        typed public functions, fake kernels and autograd (optional)
     <name>/spec.py       reference, inputs, tolerances, bytes/flops model, sizes (optional)
 
@@ -139,6 +141,15 @@ class KernelSource:
     def torch_style(self) -> bool:
         """Written against torch's headers the tutorial way (pybind or TORCH_LIBRARY), not kwb's."""
         return self.binding != KWB
+
+    @property
+    def python_units(self) -> list[Path]:
+        """A kwb kernel's C++ units that hold a PYBIND11_MODULE: its Python entry (and whatever
+        else needs Python's headers, a C++ autograd kernel), compiled with Python's headers; the
+        build is then imported as a module beside its ops."""
+        if self.binding != KWB:
+            return []
+        return [p for p in self.cpp_sources if _BINDING_MARKS[PYBIND].search(_read(p))]
 
     def sources(self, with_cuda: bool) -> list[Path]:
         return self.cpp_sources + (self.cuda_sources if with_cuda else [])

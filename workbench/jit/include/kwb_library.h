@@ -10,12 +10,33 @@
 //   KWB_LIBRARY_IMPL(m, CPU) { m.impl("relu_scale", &relu_scale_cpu); }
 //
 // KWB_LIBRARY appears once per kernel; KWB_LIBRARY_IMPL blocks may be in any of its .cpp files.
+//
+// C++ that calls the build's own ops (an Autograd kernel, a Python entry) finds them with
+// kwb::typed_op<Signature>("relu_scale"), under the namespace the build was registered with.
 #pragma once
+#include <string>
+
 #include "kwb_deferred_registration.h"
+
+namespace kwb {
+// The namespace this library's ops were registered under ("" before kwb registered them).
+inline std::string& library_namespace() {
+  static std::string ns;
+  return ns;
+}
+
+// The dispatcher's handle on this build's op `name`, typed: a call costs what a direct C++ call
+// through the dispatcher does (no Python argument parsing, no boxing).
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow((library_namespace() + "::" + name).c_str(), "").typed<Signature>();
+}
+}  // namespace kwb
 
 #define KWB_LIBRARY(m)                                                                                   \
   extern "C" __attribute__((visibility("default"))) int kwb_register_library(const char* ns, char* err,  \
                                                                              size_t err_len) {           \
+    ::kwb::library_namespace() = ns;                                                                     \
     return ::kwb::deferred::register_blocks([](const ::kwb::deferred::Block& b) { return b.ns == nullptr; }, \
                                             [ns](const ::kwb::deferred::Block&) { return std::string(ns); }, \
                                             err, err_len);                                               \
