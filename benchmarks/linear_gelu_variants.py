@@ -14,6 +14,9 @@ shipped  k.linear_gelu: the skinny kernel for fp32 batches of 2 to 32 rows, else
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Inductor's shape
          of the fp32 product at small batches (its own pointwise kernel after the mm)
+addmm_gelu_   the erf form as one addmm (bias epilogue), then ATen's GELU in place over all of y
+chunkR        the same in blocks of R rows: each block's GELU pass reads the block's product
+         while it is still in the 50 MB L2 (--erf-chunks: bf16 and fp16, 8192 x 4096 -> 16384)
 
 Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
 reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
@@ -36,10 +39,24 @@ def show(report) -> None:
               f"{(r.get('tflops') or 0):7.1f} TFLOP/s  {r['status']}")
 
 
+def chunked(rows):
+    """addmm with the bias epilogue, then GELU (erf) in place, over blocks of `rows` rows (None: all)."""
+    def run(x, w, b, approximate):
+        y = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+        step = rows or x.shape[0]
+        for r in range(0, x.shape[0], step):
+            block = y[r:r + step]
+            torch.addmm(b, x[r:r + step], w.t(), out=block)
+            torch.ops.aten.gelu_(block, approximate=approximate)
+        return y
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
     parser.add_argument("--sizes", help="only these sizes, MxKxN comma-separated (default: every case's)")
+    parser.add_argument("--erf-chunks", action="store_true", help="only the erf form's large 16-bit product, whole and in row blocks")
     args = parser.parse_args()
     k = wb.load("linear_gelu")
     bg = wb.load("bias_gelu")
@@ -47,9 +64,14 @@ def main() -> None:
     variants = {"naive": k.linear_gelu_naive, "tiled": k.linear_gelu_tiled, "skinny": k.linear_gelu_skinny, "shipped": k.linear_gelu,
                 "addmm_activation": spec.addmm_gelu,
                 "mm_bias_gelu": lambda x, w, b, a: bg.bias_gelu(torch.mm(x, w.t()), b, a)}
+    if args.erf_chunks:
+        variants = {"shipped": k.linear_gelu, "addmm_gelu_": chunked(None)}
+        variants.update({f"chunk{r}": chunked(r) for r in (256, 512, 1024, 2048)})
     only = {tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")} if args.sizes else None
     cases = [(torch.float32, "none", SMALL), (torch.float32, "tanh", SMALL[2:3]),
              (torch.bfloat16, "tanh", SMALL[2:3] + LARGE)]
+    if args.erf_chunks:
+        cases = [(torch.bfloat16, "none", LARGE[1:]), (torch.float16, "none", LARGE[1:])]
     for dtype, approximate, sizes in cases:
         for size in sizes:
             if only is not None and tuple(size) not in only:
