@@ -1,7 +1,8 @@
 """vector_add's Python face (as pytorch/extension-cpp's ops.py): a typed public function over
 this build's op and its fake kernel for torch.compile. Its autograd is C++
-(vector_add_python.cpp), as is the entry the public function calls: a call costs what eager's
-a + b does (benchmarks/cpu_call_overhead.py), not the Python layers of a torch.ops call.
+(vector_add_autograd.cpp), as is the entry the public function calls (vector_add_python.cpp):
+a call costs what eager's a + b does (benchmarks/cpu_call_overhead.py), not the Python layers
+of a torch.ops call.
 
 register(ops) is called by the loader with the ops of one build and returns the public
 function, which the loaded kernel exposes (k.vector_add); k.op("vector_add") is the op itself.

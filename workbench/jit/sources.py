@@ -9,8 +9,9 @@ A kwb kernel folder:
 
     <name>/<name>.cu     __global__ kernels + launchers over raw pointers (CUDA headers only)
     <name>/<name>.cpp    op schemas, checks, the CPU implementation, registrations
-    <name>/<name>_python.cpp  a C++ Autograd kernel and a PYBIND11_MODULE entry that calls the op
-                         through the dispatcher, for ops.py's public function (optional)
+    <name>/<name>_python.cpp  a PYBIND11_MODULE entry that calls the ops through the dispatcher,
+                         for ops.py's public functions (optional; compiled with Python's headers)
+    <name>/<name>_autograd.cpp  a C++ Autograd kernel: KWB_LIBRARY_IMPL(m, Autograd) (optional)
     <name>/ops.py        typed public functions, fake kernels and autograd (optional)
     <name>/spec.py       reference, inputs, tolerances, bytes/flops model, sizes (optional)
 
@@ -144,9 +145,8 @@ class KernelSource:
 
     @property
     def python_units(self) -> list[Path]:
-        """A kwb kernel's C++ units that hold a PYBIND11_MODULE: its Python entry (and whatever
-        else needs Python's headers, a C++ autograd kernel), compiled with Python's headers; the
-        build is then imported as a module beside its ops."""
+        """A kwb kernel's C++ units that hold a PYBIND11_MODULE, its Python entry: compiled with
+        Python's headers, and the build is imported as a module beside its ops."""
         if self.binding != KWB:
             return []
         return [p for p in self.cpp_sources if _BINDING_MARKS[PYBIND].search(_read(p))]
