@@ -118,3 +118,56 @@ def test_widening_a_wide_spread_stops_at_its_wall_budget():
     noisy.then = lambda: rng.choice([1e-6, 2e-6])
     stats = timing.measure(lambda: None, noisy, budget_s=0.2, min_samples=10, max_samples=1000, warmup_s=0.0, wall_s=0.02)
     assert stats.n < 1000 and sum(noisy.requests) < 100
+
+
+class DriftingTimer:
+    """A machine that slows down as it is used: each sample takes the function's own cost times
+    (1 + drift * samples taken so far), the way another process ramping up on a shared CPU looks."""
+
+    method = "drifting"
+    flush_warmup = False
+
+    def __init__(self, drift=0.01):
+        self.drift, self.taken, self.order = drift, 0, []
+
+    def samples(self, fn, n, flush=True):
+        out = []
+        for _ in range(n):
+            cost = fn()
+            self.order.append(cost)
+            out.append(cost * (1 + self.drift * self.taken))
+            self.taken += 1
+        return out
+
+
+def test_functions_timed_in_turns_share_the_drift_that_one_after_the_other_hands_the_last():
+    def kwb():
+        return 1e-3
+
+    def eager():
+        return 2e-3  # truly twice kwb's time
+
+    t = DriftingTimer()
+    first, second = (timing.measure(f, t, min_samples=20, max_samples=20) for f in (kwb, eager))
+    assert second.median / first.median > 2.4  # one after the other: eager pays for kwb's samples too
+    timer = DriftingTimer()
+    stats = timing.measure_interleaved({"kwb": kwb, "eager": eager}, timer, min_samples=20, max_samples=20)
+    assert stats["kwb"].n == stats["eager"].n == 20
+    assert abs(stats["eager"].median / stats["kwb"].median - 2) < 0.05
+    assert timer.order[-40:] == [1e-3, 2e-3] * 20  # the samples alternate
+
+
+def test_in_turns_each_function_keeps_its_own_sample_count_and_widening_widens_all():
+    def fast():
+        return 1e-4
+
+    def slow():
+        return 1e-2
+
+    stats = timing.measure_interleaved({"fast": fast, "slow": slow}, ScriptedTimer([], lambda: 1e-4), budget_s=0.01,
+                                       min_samples=5, max_samples=50)
+    assert stats["fast"].n == 50 and stats["slow"].n == 50  # both budgets from their probes (1e-4 s): the cap
+    rng = random.Random(0)
+    wide = timing.measure_interleaved({"a": fast, "b": fast}, ScriptedTimer([], lambda: rng.choice([1e-3, 3e-3])),
+                                      budget_s=0.01, min_samples=5, max_samples=40)
+    assert wide["a"].n == wide["b"].n == 40

@@ -264,6 +264,8 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
     except Exception as e:  # noqa: BLE001 - the reference is the spec's code: whatever it raises fails these rows, not the run
         return _error_rows(case, providers, plan, f"the reference raised {error_text(e)}")
     s.seconds["reference"] += time.perf_counter() - started
+    if s.device == devices.CPU and len(providers) > 1:  # validated one by one, then timed in turns
+        return _time_together(case, providers, plan, refs, wants, vendor)
     rows, timed = [], {}
     for provider, fn in providers.items():
         started = time.perf_counter()
@@ -298,6 +300,52 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
         s.seconds["graphs"] += time.perf_counter() - started
     _add_speedups(rows, vendor)
     return rows
+
+
+def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs: list, wants: list,
+                   vendor: str | None) -> list[dict]:
+    """_time_case on the CPU: each provider validated (torch.compile's compile included), then
+    all of them timed in turns (timing.measure_interleaved), so the 2-core machine's drift lands
+    on kwb, eager and torch.compile alike; a row each, in the providers' order."""
+    s = plan.session
+    rows: dict[str, dict] = {}
+    fns: dict[str, Callable[[], object]] = {}
+    for provider, fn in providers.items():
+        started = time.perf_counter()
+        phase = "compile" if provider == COMPILE else "validate"
+        try:
+            with torch.no_grad():
+                wrong = _validation_error(provider, fn, case, refs, wants)
+        except Exception as e:  # noqa: BLE001 - one provider failing must not end the run
+            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
+            plan.advance()
+            continue
+        finally:
+            s.seconds[phase] += time.perf_counter() - started
+        if wrong is not None:
+            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}")
+            plan.advance()
+            continue
+        fns[provider] = functools.partial(fn, *case.args)
+    started = time.perf_counter()
+    try:
+        with torch.no_grad():
+            stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+            if any(timing.distrust(st) for st in stats.values()):
+                s.remeasured += len(fns)
+                stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+    except Exception as e:  # noqa: BLE001 - a provider that raised while timed: its rows say so
+        stats = {}
+        for provider in fns:
+            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
+    finally:
+        s.seconds["samples"] += time.perf_counter() - started
+        plan.advance(len(fns))
+    for provider, st in stats.items():
+        rows[provider] = _row(case, provider, s.timer.method, st, plan)
+    ordered = [rows[p] for p in providers if p in rows]
+    _add_speedups(ordered, vendor)
+    return ordered
 
 
 def _measured(fn: Callable[[], object], s: Session, per_call: float = 1.0) -> timing.Stats:

@@ -270,6 +270,43 @@ def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, 
     return summarize(samples, timer.method, share.others())
 
 
+def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budget_s: float = BUDGET_S,
+                        min_samples: int = MIN_SAMPLES, max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S,
+                        wall_s: float | None = None) -> dict[str, Stats]:
+    """Time several functions that compute the same thing (kwb, eager, torch.compile) in turns,
+    one sample of each a round, so whatever drifts on a shared machine while they are timed
+    (other processes, clocks, the allocator's state) lands on all of them alike. One after the
+    other, two runs of one `kwb run vector_add --device cpu --full` on the 2-core CPU put kwb's
+    2^22 fp32 forward at 0.84x and 0.92x eager where calls in turns gave 0.97-1.04x. Each
+    function gets measure()'s first call, probe and warm-up, and its own sample count from the
+    budget; wide spreads widen every function's samples together. wall_s is accepted for
+    measure()'s signature (the CPU has no host/device split)."""
+    flush = timer.flush_warmup
+    wanted: dict[str, int] = {}
+    for name, fn in fns.items():
+        timer.samples(fn, 1, flush)
+        estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
+        warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
+        if warm:
+            timer.samples(fn, warm, flush)
+        wanted[name] = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    share = CpuShare()
+
+    def take(counts: dict[str, int]) -> None:
+        for _ in range(max(counts.values(), default=0)):
+            for name, fn in fns.items():
+                if counts[name] > 0:
+                    samples[name] += timer.samples(fn, 1)
+                    counts[name] -= 1
+
+    take(dict(wanted))
+    while any(summarize(s, timer.method).spread > SPREAD_WIDE and len(s) < max_samples for s in samples.values()):
+        take({name: min(len(s), max_samples - len(s)) for name, s in samples.items()})
+    others = share.others()
+    return {name: summarize(s, timer.method, others) for name, s in samples.items()}
+
+
 def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
     """One CUDA graph holding every call in `calls`, returned as a function that replays it.
 
