@@ -165,7 +165,8 @@ if wants pytest || wants sanitize; then
   fi
   wait
   tail -4 "$out/sanitize.log" 2>/dev/null
-  cp "$res"/sanitize.json "$res"/sanitize.md "$run_dir/" 2>/dev/null  # this run's, read by gpu_summary.py
+  # this run's, read by gpu_summary.py (the device folder's copy is an earlier run's when sanitize is not named)
+  wants sanitize && cp "$res"/sanitize.json "$res"/sanitize.md "$run_dir/" 2>/dev/null
 fi
 
 if wants jit; then
