@@ -3,12 +3,14 @@ eager `a + b` beside vector_add called four ways (the kernel alone below autogra
 dispatcher op from Python, torch.ops, whose Autograd kernel is C++; the public ops.py function,
 which calls the build's C++ entry, vector_add_python.cpp; the same with an input that needs a
 gradient), and a training step (forward, then backward of a given gradient) eager and kwb.
-Calls interleaved round by round, a 64 MiB write before each; median of N, and the spread
-(p20-p80) says how far to trust it.
+Each round calls every row once, in a new random order (a fixed order let each call inherit
+what the one before it left in the caches), a 64 MiB write before each call; median of N, and
+the spread (p20-p80) says how far to trust it.
 
     python benchmarks/cpu_call_overhead.py [--numel 65536] [--calls 60]
 """
 import argparse
+import random
 import time
 
 import torch
@@ -44,8 +46,12 @@ def main() -> None:
     times = {label: [] for label in rows}
     for fn in rows.values():
         fn()  # first calls: allocator growth, autograd's graph machinery
+    order = list(rows)
+    shuffle = random.Random(0).shuffle
     for _ in range(args.calls):
-        for label, fn in rows.items():
+        shuffle(order)
+        for label in order:
+            fn = rows[label]
             flush.fill_(1)  # evicts the last-level cache: data, and the interpreter's own
             start = time.perf_counter()
             fn()
