@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY_CPP, run_python, write_tiny_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import workbench as wb
 from kwb_store import layout
@@ -404,3 +405,23 @@ def test_a_kernel_with_a_python_entry_is_imported_beside_its_ops_and_reloads_aft
     # the edited unit's module, in the same process; the first stays as it was
     assert second.module.build() == 2 and second.module.twice(x).tolist() == [0.0, 2.0, 4.0]
     assert first.module.build() == 1 and second.module is not first.module
+    # ops.py edited, the C++ not: the same library under a new namespace, whose entry calls the
+    # new namespace's op (its C++ looked its op up once, under the namespace it was loaded with)
+    (folder / "ops.py").write_text("def register(ops):\n    return None\n")
+    third = wb.load(folder, device="cpu")
+    assert third.namespace != second.namespace and third.library_path == second.library_path
+    for k in (second, third):
+        with _OpsCalled() as called:
+            k.module.twice(x)
+        assert called.namespaces == [k.namespace]
+
+
+class _OpsCalled(TorchDispatchMode):
+    def __enter__(self):
+        self.namespaces = []
+        return super().__enter__()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.namespace.startswith("aten"):
+            self.namespaces.append(func.namespace)
+        return func(*args, **(kwargs or {}))

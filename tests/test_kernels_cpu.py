@@ -143,10 +143,12 @@ def test_vector_add_is_called_through_its_cpp_entry_and_differentiated_in_cpp():
         assert k.vector_add(a, b).grad_fn is None
     import torch.autograd.forward_ad as fwAD
 
-    with fwAD.dual_level():  # no jvp: a tangent is refused, never dropped
+    with fwAD.dual_level():  # no jvp: a tangent is refused, never dropped, no_grad or not
         dual = fwAD.make_dual(a.detach(), torch.ones_like(a))
         with pytest.raises(RuntimeError, match="jvp is not implemented"):
             k.vector_add(dual, b.detach())
+        with torch.no_grad(), pytest.raises(RuntimeError, match="jvp is not implemented"):
+            k.vector_add(b.detach(), dual)
 
 
 def test_torch_compile_fullgraph():

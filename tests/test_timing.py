@@ -157,17 +157,28 @@ def test_functions_timed_in_turns_share_the_drift_that_one_after_the_other_hands
     assert timer.order[-40:] == [1e-3, 2e-3] * 20  # the samples alternate
 
 
-def test_in_turns_each_function_keeps_its_own_sample_count_and_widening_widens_all():
+def test_in_turns_every_function_takes_the_fastests_count_and_a_wide_spread_widens_all():
     def fast():
         return 1e-4
 
     def slow():
         return 1e-2
 
-    stats = timing.measure_interleaved({"fast": fast, "slow": slow}, ScriptedTimer([], lambda: 1e-4), budget_s=0.01,
-                                       min_samples=5, max_samples=50)
-    assert stats["fast"].n == 50 and stats["slow"].n == 50  # both budgets from their probes (1e-4 s): the cap
+    timer = DriftingTimer(drift=0.0)
+    stats = timing.measure_interleaved({"fast": fast, "slow": slow}, timer, budget_s=0.002, min_samples=5, max_samples=50)
+    # the budget gives fast 20 samples and slow 5: both take 20, one of each a round
+    assert stats["fast"].n == stats["slow"].n == 20
+    assert timer.order[-40:] == [1e-4, 1e-2] * 20
+    assert stats["slow"].median == pytest.approx(1e-2) and stats["fast"].median == pytest.approx(1e-4)
+
     rng = random.Random(0)
-    wide = timing.measure_interleaved({"a": fast, "b": fast}, ScriptedTimer([], lambda: rng.choice([1e-3, 3e-3])),
-                                      budget_s=0.01, min_samples=5, max_samples=40)
-    assert wide["a"].n == wide["b"].n == 40
+
+    def noisy():
+        return rng.choice([1e-3, 3e-3])
+
+    def steady():
+        return 1e-3
+
+    wide = timing.measure_interleaved({"noisy": noisy, "steady": steady}, DriftingTimer(drift=0.0), budget_s=0.01,
+                                      min_samples=5, max_samples=40)
+    assert wide["noisy"].n == wide["steady"].n == 40  # the noisy one's spread widened both, to the cap

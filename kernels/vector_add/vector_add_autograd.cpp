@@ -28,12 +28,14 @@ struct VectorAdd : torch::autograd::Function<VectorAdd> {
   }
 };
 
-// Function::apply only where a gradient can flow (backward, or forward mode's tangents, which
-// it refuses by name: VectorAdd has no jvp); elsewhere straight below autograd.
-bool tracked(const at::Tensor& t) { return t.requires_grad() || t._fw_grad(/*level=*/0).defined(); }
+// Function::apply only where a gradient can flow: backward's (grad mode on, an input that
+// requires it), or forward mode's tangents, which no_grad leaves on and Function::apply refuses
+// by name (VectorAdd has no jvp); elsewhere straight below autograd.
+bool has_tangent(const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); }
 
 at::Tensor vector_add_autograd(const at::Tensor& a, const at::Tensor& b) {
-  if (at::GradMode::is_enabled() && (tracked(a) || tracked(b))) return VectorAdd::apply(a, b);
+  const bool backward = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+  if (backward || has_tangent(a) || has_tangent(b)) return VectorAdd::apply(a, b);
   return below_autograd(a, b);
 }
 

@@ -334,10 +334,14 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
             if any(timing.distrust(st) for st in stats.values()):
                 s.remeasured += len(fns)
                 stats = timing.measure_interleaved(fns, s.timer, **s.limits)
-    except Exception as e:  # noqa: BLE001 - a provider that raised while timed: its rows say so
+    except Exception:  # noqa: BLE001 - a provider that raised while timed: each timed alone, so only its row says so
         stats = {}
-        for provider in fns:
-            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
+        for provider, fn in fns.items():
+            try:
+                with torch.no_grad():
+                    stats[provider] = _measured(fn, s)
+            except Exception as e:  # noqa: BLE001 - this provider's row says so; the others are timed
+                rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
     finally:
         s.seconds["samples"] += time.perf_counter() - started
         plan.advance(len(fns))

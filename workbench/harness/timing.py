@@ -278,9 +278,10 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     (other processes, clocks, the allocator's state) lands on all of them alike. One after the
     other, two runs of one `kwb run vector_add --device cpu --full` on the 2-core CPU put kwb's
     2^22 fp32 forward at 0.84x and 0.92x eager where calls in turns gave 0.97-1.04x. Each
-    function gets measure()'s first call, probe and warm-up, and its own sample count from the
-    budget; wide spreads widen every function's samples together. wall_s is accepted for
-    measure()'s signature (the CPU has no host/device split)."""
+    function gets measure()'s first call, probe and warm-up; all take the sample count the
+    budget gives the fastest (capped at max_samples), so every round holds one sample of each;
+    wide spreads widen every function's samples together. wall_s is accepted for measure()'s
+    signature (the CPU has no host/device split)."""
     flush = timer.flush_warmup
     wanted: dict[str, int] = {}
     for name, fn in fns.items():
@@ -293,16 +294,17 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     samples: dict[str, list[float]] = {name: [] for name in fns}
     share = CpuShare()
 
-    def take(counts: dict[str, int]) -> None:
-        for _ in range(max(counts.values(), default=0)):
+    def take(rounds: int) -> None:
+        for _ in range(rounds):
             for name, fn in fns.items():
-                if counts[name] > 0:
-                    samples[name] += timer.samples(fn, 1)
-                    counts[name] -= 1
+                samples[name] += timer.samples(fn, 1)
 
-    take(dict(wanted))
-    while any(summarize(s, timer.method).spread > SPREAD_WIDE and len(s) < max_samples for s in samples.values()):
-        take({name: min(len(s), max_samples - len(s)) for name, s in samples.items()})
+    taken = max(wanted.values(), default=0)
+    take(taken)
+    while taken < max_samples and any(summarize(s, timer.method).spread > SPREAD_WIDE for s in samples.values()):
+        more = min(taken, max_samples - taken)
+        take(more)
+        taken += more
     others = share.others()
     return {name: summarize(s, timer.method, others) for name, s in samples.items()}
 

@@ -271,11 +271,31 @@ def namespace_for(source: KernelSource, build: Build) -> str:
     return f"kwb_{source.name}_{h.hexdigest()[:12]}"
 
 
-def _open(source: KernelSource, build: Build) -> ctypes.CDLL:
+def _open(source: KernelSource, build: Build, library: Path | None = None) -> ctypes.CDLL:
     try:
-        return ctypes.CDLL(str(build.library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        return ctypes.CDLL(str(library or build.library), mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as e:
         raise LoadError(_load_failure(source, build, e)) from e
+
+
+# A kwb library file -> the namespace it registered its ops under in this process. Its C++ keeps
+# that namespace (kwb::library_namespace, and the op handles its Autograd kernels and Python
+# entry look up once), so the same file under a second namespace (ops.py edited, the C++ not)
+# is loaded from a copy of its own: one dlopen'd image a namespace.
+_library_namespaces: dict[str, str] = {}
+
+
+def _library_for(build: Build, namespace: str) -> Path:
+    path = Path(build.library).resolve()
+    if _library_namespaces.setdefault(str(path), namespace) == namespace:
+        return path
+    import shutil
+    import tempfile
+
+    copy = Path(tempfile.mkdtemp(prefix="kwb-namespace-")) / f"{path.stem}.{namespace}{path.suffix}"
+    shutil.copy2(path, copy)  # a copy, not a link: the loader takes one inode for one library
+    _library_namespaces[str(copy)] = namespace
+    return copy
 
 
 def _load_failure(source: KernelSource, build: Build, e: OSError) -> str:
@@ -387,7 +407,8 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     if namespace in _ops_py_failures:
         error, trace = _ops_py_failures[namespace]
         raise error.with_traceback(trace)  # its traceback as it was, not grown by every retry
-    handle = _open(source, build)
+    library = _library_for(build, namespace)
+    handle = _open(source, build, library)
     try:
         register = handle.kwb_register_library
     except AttributeError:
@@ -398,14 +419,17 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
     if register(namespace.encode(), err, len(err)) != 0:
         raise LoadError(f"registering the ops of {source.name} failed: {err.value.decode(errors='replace')}")
     _handles.append(handle)
-    # the Python entry, imported once the ops it calls are registered
-    entry = _import_extension(source, build) if source.python_units else None
+    entry_loaded = False
     try:
+        # the Python entry, imported once the ops it calls are registered
+        entry = _import_extension(source, build, library, namespace) if source.python_units else None
+        entry_loaded = True
         ops_module, functions = _register_ops_py(source, namespace, entry)
     except Exception as e:
         if hasattr(e, "add_note"):  # Python 3.11+
-            e.add_note(f"kwb: {source.ops_file} raised this when {source.name}'s build was loaded; loading it again in "
-                       "this process gives this error again: edit ops.py (or restart Python) to load it anew")
+            where = f"{source.ops_file}" if entry_loaded else f"importing {source.name}'s Python entry"
+            e.add_note(f"kwb: {where} raised this when {source.name}'s build was loaded; loading it again in "
+                       "this process gives this error again: edit the kernel (or restart Python) to load it anew")
         _ops_py_failures[namespace] = (e, e.__traceback__)
         raise
     return Kernel(source, build, namespace, ops_module, functions, module=entry)
@@ -416,15 +440,18 @@ def _load_kwb(source: KernelSource, build: Build) -> Kernel:
 _module_names: dict[str, str] = {}
 
 
-def _import_extension(source: KernelSource, build: Build) -> ModuleType:
+def _import_extension(source: KernelSource, build: Build, library: Path | None = None,
+                      namespace: str | None = None) -> ModuleType:
     """The pybind module of a build, under its TORCH_EXTENSION_NAME as torch imports it (not in
     sys.modules); another build of it in the same process as kwb_<key>.<name>, whose init
     function is still PyInit_<name>, so the edited code is the module's and the old module
-    stays as it was for whoever holds it."""
+    stays as it was for whoever holds it. A kwb kernel's entry is imported from the library
+    its namespace was registered from (`library`), under a name of that namespace's."""
+    owner = f"{build.key}:{namespace}" if namespace else build.key
     name = source.module_name
-    if _module_names.setdefault(name, build.key) != build.key:
-        name = f"kwb_{build.key[:12]}.{source.module_name}"
-    spec = importlib.util.spec_from_file_location(name, build.library)
+    if _module_names.setdefault(name, owner) != owner:
+        name = f"{namespace or 'kwb_' + build.key[:12]}.{source.module_name}"
+    spec = importlib.util.spec_from_file_location(name, library or build.library)
     assert spec is not None and spec.loader is not None
     try:
         module = importlib.util.module_from_spec(spec)  # dlopen and PyInit_<name>

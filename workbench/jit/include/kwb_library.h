@@ -29,6 +29,8 @@ inline std::string& library_namespace() {
 // through the dispatcher does (no Python argument parsing, no boxing).
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
+  TORCH_CHECK(!library_namespace().empty(), "kwb::typed_op(\"", name, "\"): this library's ops are not registered yet; "
+              "kwb registers them when it loads the build, so look ops up when called, not while the library loads");
   return c10::Dispatcher::singleton().findSchemaOrThrow((library_namespace() + "::" + name).c_str(), "").typed<Signature>();
 }
 }  // namespace kwb
