@@ -268,22 +268,20 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
         return _time_together(case, providers, plan, refs, wants, vendor)
     rows, timed = [], {}
     for provider, fn in providers.items():
-        started = time.perf_counter()
-        phase = "compile" if provider == COMPILE else "validate"
+        rejected = _rejected(case, provider, fn, plan, refs, wants)
+        if rejected is not None:
+            rows.append(rejected)
+            plan.advance()
+            continue
+        started, phase = time.perf_counter(), "samples"
         try:
             with torch.no_grad():
-                wrong = _validation_error(provider, fn, case, refs, wants)  # also torch.compile's compile
-                if wrong is not None:
-                    rows.append(_row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}"))
-                    continue
-                s.seconds[phase] += time.perf_counter() - started
+                launch = None
                 if provider == KWB and s.device == devices.CUDA and plan.launches:
-                    started, phase = time.perf_counter(), "launches"
+                    phase = "launches"
                     launch = _launch_columns(case, fn)
                     s.seconds[phase] += time.perf_counter() - started
-                else:
-                    launch = None
-                started, phase = time.perf_counter(), "samples"
+                    started, phase = time.perf_counter(), "samples"
                 stats = _measured(functools.partial(fn, *case.args), s)
         except Exception as e:  # noqa: BLE001 - one provider failing (a compile error, say) must not end the run
             rows.append(_row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300]))
@@ -302,6 +300,23 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
     return rows
 
 
+def _rejected(case: Case, provider: str, fn: Callable, plan: Plan, refs: list, wants: list) -> dict | None:
+    """Validates one provider on the case's arguments (torch.compile's first call compiles it
+    here): None where its outputs match the reference, else the row that says why it is not timed."""
+    s = plan.session
+    started = time.perf_counter()
+    try:
+        with torch.no_grad():
+            wrong = _validation_error(provider, fn, case, refs, wants)
+    except Exception as e:  # noqa: BLE001 - one provider failing (a compile error, say) must not end the run
+        return _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
+    finally:
+        s.seconds["compile" if provider == COMPILE else "validate"] += time.perf_counter() - started
+    if wrong is not None:
+        return _row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}")
+    return None
+
+
 def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs: list, wants: list,
                    vendor: str | None) -> list[dict]:
     """_time_case on the CPU: each provider validated (torch.compile's compile included), then
@@ -311,22 +326,12 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
     rows: dict[str, dict] = {}
     fns: dict[str, Callable[[], object]] = {}
     for provider, fn in providers.items():
-        started = time.perf_counter()
-        phase = "compile" if provider == COMPILE else "validate"
-        try:
-            with torch.no_grad():
-                wrong = _validation_error(provider, fn, case, refs, wants)
-        except Exception as e:  # noqa: BLE001 - one provider failing must not end the run
-            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
+        rejected = _rejected(case, provider, fn, plan, refs, wants)
+        if rejected is not None:
+            rows[provider] = rejected
             plan.advance()
-            continue
-        finally:
-            s.seconds[phase] += time.perf_counter() - started
-        if wrong is not None:
-            rows[provider] = _row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}")
-            plan.advance()
-            continue
-        fns[provider] = functools.partial(fn, *case.args)
+        else:
+            fns[provider] = functools.partial(fn, *case.args)
     started = time.perf_counter()
     try:
         with torch.no_grad():
