@@ -13,7 +13,9 @@ import importlib.util
 import inspect
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -289,9 +291,6 @@ def _library_for(build: Build, namespace: str) -> Path:
     path = Path(build.library).resolve()
     if _library_namespaces.setdefault(str(path), namespace) == namespace:
         return path
-    import shutil
-    import tempfile
-
     copy = Path(tempfile.mkdtemp(prefix="kwb-namespace-")) / f"{path.stem}.{namespace}{path.suffix}"
     shutil.copy2(path, copy)  # a copy, not a link: the loader takes one inode for one library
     _library_namespaces[str(copy)] = namespace

@@ -21,6 +21,7 @@ extension_cpp/csrc/cuda/muladd.cu) gives every source under its csrc folders.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -143,7 +144,7 @@ class KernelSource:
         """Written against torch's headers the tutorial way (pybind or TORCH_LIBRARY), not kwb's."""
         return self.binding != KWB
 
-    @property
+    @functools.cached_property
     def python_units(self) -> list[Path]:
         """A kwb kernel's C++ units that hold a PYBIND11_MODULE, its Python entry: compiled with
         Python's headers, and the build is imported as a module beside its ops."""
