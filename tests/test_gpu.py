@@ -55,6 +55,41 @@ def test_relu_scale_with_a_nan_alpha_is_nan_everywhere_as_eager(kernels, dtype):
     assert torch.isnan(y).all() and torch.isnan(torch.relu(x) * float("nan")).all()
 
 
+def _random_bit_patterns(n, dtype):
+    """Every class of 16-bit value: normals, subnormals, zeros of both signs, infinities, NaNs."""
+    return torch.randint(-(1 << 15), 1 << 15, (n,), dtype=torch.int16, device="cuda").view(dtype)
+
+
+def _assert_bitwise(got, expected):
+    same = (got.view(torch.int16) == expected.view(torch.int16)) | (got.isnan() & expected.isnan())
+    assert same.all(), f"{(~same).sum().item()} of {same.numel()} differ, first at {(~same).nonzero()[0].item()}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n", [(1 << 20) + 7, 1 << 16])
+def test_vector_add_16_bit_is_bitwise_eager(kernels, dtype, n):
+    """The packed 16-bit add (two elements an instruction) against eager's fp32 sum rounded once,
+    on random bit patterns: tails past the last vector, subnormals, signed zeros, inf - inf."""
+    a, b = _random_bit_patterns(n, dtype), _random_bit_patterns(n, dtype)
+    _assert_bitwise(kernels["vector_add"].vector_add(a, b), a + b)
+    _assert_bitwise(kernels["vector_add"].vector_add(a, a.neg()), a + a.neg())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_relu_scale_backward_is_eager_where_the_gradient_is_nan(kernels, dtype):
+    """The backward multiplies every element and then selects: a NaN or inf gradient where x <= 0
+    still gives 0, as the gradient of relu(x) * alpha does."""
+    n = (1 << 18) + 3
+    x = torch.randn(n, device="cuda", dtype=dtype)
+    x[::7] = 0.0
+    g = torch.randn(n, device="cuda", dtype=dtype)
+    g[::3] = float("nan")
+    g[1::11] = float("inf")
+    got = kernels["relu_scale"].relu_scale_backward(g, x, 1.5)
+    expected = torch.where(x > 0, g.float() * 1.5, 0.0).to(dtype)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+
+
 def test_device_mismatch_is_rejected(kernels):
     with pytest.raises(RuntimeError, match="vector_add: b must be on the same device as a"):
         kernels["vector_add"].vector_add(torch.randn(3, device="cuda"), torch.randn(3))

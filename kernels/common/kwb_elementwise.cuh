@@ -3,11 +3,23 @@
 //
 // How: one 16-byte vector (4 floats, 8 halves) per thread when every pointer is 16-byte
 // aligned, as many 256-thread blocks as the data needs, and the n % kVec tail element by
-// element on the first threads; unaligned pointers take the scalar path. 64-bit indices.
+// element on the first threads; unaligned pointers take the scalar path. 32-bit indices below
+// 2^31 elements, 64-bit above.
 //
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
+// Why few instructions matter at all: at 2^20 elements the whole map is one wave whose loads
+// return together, so each SM then issues every warp's arithmetic back to back; Inductor's
+// bf16 add ran 21 warp instructions to kwb's 73 and 3.07 us to 3.10-3.52 (NOTES, same file).
+//
+// Packed 16-bit math: a functor with `static constexpr bool kPacked = true` and a
+// `pair(P, ...)` on __half2 / __nv_bfloat162 gets two elements an instruction. Only for math
+// where the packed instruction rounds exactly as fp32 math then one rounding to 16 bits does:
+// add, subtract, multiply of two 16-bit values (fp32's 24 bits are >= 2p + 2 for p = 8 and 11,
+// so the double rounding is innocuous), max/min, negation.
 #pragma once
+#include <type_traits>
+
 #include "kwb_cuda.cuh"
 
 namespace kwb {
@@ -22,27 +34,54 @@ struct MapArgs {
   int64_t n;
 };
 
+// Two 16-bit elements in one register, for packed functors.
+template <typename T> struct PairOf { using type = void; };
+template <> struct PairOf<__half> { using type = __half2; };
+template <> struct PairOf<__nv_bfloat16> { using type = __nv_bfloat162; };
+
+template <typename F, typename = void> struct IsPacked : std::false_type {};
+template <typename F> struct IsPacked<F, std::void_t<decltype(F::kPacked)>> : std::bool_constant<F::kPacked> {};
+
 template <typename T, int K, int kVec, typename F>
-__global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) {
-  using V = Vec<T, kVec>;
-  const int64_t n_vec = args.n / kVec;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n_vec) {
-    V in[K];
+__device__ __forceinline__ void map_vector(const Vec<T, kVec> (&in)[K], Vec<T, kVec>& out, const F& f) {
+  if constexpr (kHalfType<T> && IsPacked<F>::value && kVec % 2 == 0) {
+    using P = typename PairOf<T>::type;
+    const P* a = reinterpret_cast<const P*>(in[0].v);
+    P* o = reinterpret_cast<P*>(out.v);
 #pragma unroll
-    for (int k = 0; k < K; ++k) in[k] = reinterpret_cast<const V*>(args.in[k])[i];
-    V out;
+    for (int j = 0; j < kVec / 2; ++j) {
+      if constexpr (K == 1) o[j] = f.pair(a[j]);
+      else if constexpr (K == 2) o[j] = f.pair(a[j], reinterpret_cast<const P*>(in[1].v)[j]);
+      else o[j] = f.pair(a[j], reinterpret_cast<const P*>(in[1].v)[j], reinterpret_cast<const P*>(in[2].v)[j]);
+    }
+  } else {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       if constexpr (K == 1) out.v[j] = f(in[0].v[j]);
       else if constexpr (K == 2) out.v[j] = f(in[0].v[j], in[1].v[j]);
       else out.v[j] = f(in[0].v[j], in[1].v[j], in[2].v[j]);
     }
+  }
+}
+
+// Index: uint32_t when n < 2^31 (one IMAD.WIDE an address, a shift for n / kVec), else int64_t.
+template <typename T, int K, int kVec, typename Index, typename F>
+__global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) {
+  using V = Vec<T, kVec>;
+  const Index n = static_cast<Index>(args.n);
+  const Index n_vec = n / kVec;
+  const Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n_vec) {
+    V in[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) in[k] = reinterpret_cast<const V*>(args.in[k])[i];
+    V out;
+    map_vector<T, K, kVec>(in, out, f);
     reinterpret_cast<V*>(args.out)[i] = out;
   }
   // The tail: fewer than kVec elements, one per thread of the first threads.
-  const int64_t t = n_vec * kVec + i;
-  if (t < args.n) {
+  const Index t = n_vec * kVec + i;
+  if (t < n) {
     if constexpr (K == 1) args.out[t] = f(args.in[0][t]);
     else if constexpr (K == 2) args.out[t] = f(args.in[0][t], args.in[1][t]);
     else args.out[t] = f(args.in[0][t], args.in[1][t], args.in[2][t]);
@@ -53,8 +92,10 @@ template <typename T, int K, int kVec, typename F>
 void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   const int64_t n_vec = args.n / kVec;
   const int64_t work = n_vec > args.n - n_vec * kVec ? n_vec : args.n - n_vec * kVec;  // threads needed
-  const int64_t blocks = (work + kThreads - 1) / kThreads;
-  map_kernel<T, K, kVec><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, f);
+  const unsigned blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
+  // n_vec * kVec + i stays below n + kThreads * kVec, so 2^31 leaves room in 32 bits.
+  if (args.n < (int64_t{1} << 31)) map_kernel<T, K, kVec, uint32_t><<<blocks, kThreads, 0, stream>>>(args, f);
+  else map_kernel<T, K, kVec, int64_t><<<blocks, kThreads, 0, stream>>>(args, f);
 }
 
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
