@@ -65,8 +65,8 @@ __device__ __forceinline__ void map_vector(const Vec<T, kVec> (&in)[K], Vec<T, k
 }
 
 // Index: uint32_t when n < 2^31 (one IMAD.WIDE an address, a shift for n / kVec), else int64_t.
-template <typename T, int K, int kVec, typename Index, typename F>
-__global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) {
+template <typename T, int K, int kVec, typename Index, int kBlock, typename F>
+__global__ void __launch_bounds__(kBlock) map_kernel(MapArgs<T, K> args, F f) {
   using V = Vec<T, kVec>;
   const Index n = static_cast<Index>(args.n);
   const Index n_vec = n / kVec;
@@ -88,26 +88,26 @@ __global__ void __launch_bounds__(kThreads) map_kernel(MapArgs<T, K> args, F f) 
   }
 }
 
-template <typename T, int K, int kVec, typename F>
+template <typename T, int K, int kVec, int kBlock, typename F>
 void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   const int64_t n_vec = args.n / kVec;
   const int64_t work = n_vec > args.n - n_vec * kVec ? n_vec : args.n - n_vec * kVec;  // threads needed
-  const unsigned blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
-  // n_vec * kVec + i stays below n + kThreads * kVec, so 2^31 leaves room in 32 bits.
-  if (args.n < (int64_t{1} << 31)) map_kernel<T, K, kVec, uint32_t><<<blocks, kThreads, 0, stream>>>(args, f);
-  else map_kernel<T, K, kVec, int64_t><<<blocks, kThreads, 0, stream>>>(args, f);
+  const unsigned blocks = static_cast<unsigned>((work + kBlock - 1) / kBlock);
+  // n_vec * kVec + i stays below n + kBlock * kVec, so 2^31 leaves room in 32 bits.
+  if (args.n < (int64_t{1} << 31)) map_kernel<T, K, kVec, uint32_t, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
+  else map_kernel<T, K, kVec, int64_t, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
 }
 
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
-template <typename T, int K, typename F>
+template <typename T, int K, int kBlock = kThreads, typename F>
 const char* elementwise(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   if (args.n == 0) return nullptr;
   constexpr int kVec = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
   bool aligned = is_aligned(args.out, 16);
 #pragma unroll
   for (int k = 0; k < K; ++k) aligned = aligned && is_aligned(args.in[k], 16);
-  if (aligned) launch_map<T, K, kVec>(args, f, stream);
-  else launch_map<T, K, 1>(args, f, stream);
+  if (aligned) launch_map<T, K, kVec, kBlock>(args, f, stream);
+  else launch_map<T, K, 1, kBlock>(args, f, stream);
   return last_launch_error();
 }
 

@@ -1,0 +1,119 @@
+"""kwb_elementwise.cuh's map at several block sizes, beside eager PyTorch and torch.compile (llm.c's
+dev/cuda style): the shipped functors' math (vector_add's packed add, relu_scale's backward,
+polynomial_activation's backward) through kwb::elementwise<T, K, kBlock> itself, so a row differs
+from the shipped kernel only in its block size. At 2^20 elements the map is one wave, and
+Inductor's kernels there ran 128-thread blocks (ncu, benchmarks/ncu_compare.py) where kwb's ran 256.
+
+    python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--out DIR]   # a CUDA GPU
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import workbench as wb
+
+BLOCKS = (64, 128, 256, 512)
+
+CUDA = r"""
+#include "kwb_elementwise.cuh"
+
+template <typename T> struct Add {
+  __device__ T operator()(T a, T b) const {
+    return kwb::from_acc<T>(kwb::to_acc<kwb::acc_t<T>>(a) + kwb::to_acc<kwb::acc_t<T>>(b));
+  }
+  static constexpr bool kPacked = true;
+  template <typename P> __device__ P pair(P a, P b) const { return __hadd2(a, b); }
+};
+template <typename T> struct ReluScaleBackward {
+  float alpha;
+  __device__ T operator()(T grad, T x) const {
+    const float g = kwb::to_acc<float>(grad) * alpha;
+    return kwb::from_acc<T>(kwb::to_acc<float>(x) > 0.f ? g : 0.f);
+  }
+};
+template <typename T> struct PolynomialBackward {
+  __device__ T operator()(T grad, T x) const {
+    return kwb::from_acc<T>(kwb::to_acc<float>(grad) * (2.f * kwb::to_acc<float>(x) + 1.f));
+  }
+};
+
+template <int kBlock, typename T>
+const char* run(int op, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+  kwb::MapArgs<T, 2> args{{static_cast<const T*>(a), static_cast<const T*>(b)}, static_cast<T*>(out), n};
+  if (op == 0) return kwb::elementwise<T, 2, kBlock>(args, Add<T>{}, s);
+  if (op == 1) return kwb::elementwise<T, 2, kBlock>(args, ReluScaleBackward<T>{1.5f}, s);
+  return kwb::elementwise<T, 2, kBlock>(args, PolynomialBackward<T>{}, s);
+}
+
+template <int kBlock>
+const char* by_dtype(int op, int dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+  if (dtype == 0) return run<kBlock, float>(op, a, b, out, n, s);
+  if (dtype == 1) return run<kBlock, __half>(op, a, b, out, n, s);
+  return run<kBlock, __nv_bfloat16>(op, a, b, out, n, s);
+}
+
+const char* map_variant_launch(int op, int dtype, int block, const void* a, const void* b, void* out, int64_t n,
+                               cudaStream_t s) {
+  switch (block) {
+    case 64: return by_dtype<64>(op, dtype, a, b, out, n, s);
+    case 128: return by_dtype<128>(op, dtype, a, b, out, n, s);
+    case 256: return by_dtype<256>(op, dtype, a, b, out, n, s);
+    case 512: return by_dtype<512>(op, dtype, a, b, out, n, s);
+  }
+  return "map_variant: block must be 64, 128, 256 or 512";
+}
+"""
+
+CPP = r"""
+const char* map_variant_launch(int op, int dtype, int block, const void* a, const void* b, void* out, int64_t n,
+                               cudaStream_t s);
+at::Tensor map_variant(const at::Tensor& a, const at::Tensor& b, int64_t op, int64_t block) {
+  TORCH_CHECK(a.is_cuda() && a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes() &&
+              a.scalar_type() == b.scalar_type(), "map_variant: two contiguous CUDA tensors of one shape and dtype");
+  const auto t = a.scalar_type();
+  TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16, "map_variant: float32, float16 or bfloat16");
+  at::Tensor out = at::empty_like(a);
+  const int dtype = t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2;
+  KWB_CHECK_LAUNCH("map_variant", map_variant_launch((int)op, dtype, (int)block, a.const_data_ptr(), b.const_data_ptr(),
+                   out.mutable_data_ptr(), a.numel(), kwb::current_stream(a)));
+  return out;
+}
+"""
+
+# name, op index, the eager expression
+OPS = [
+    ("vector_add", 0, lambda a, b: a + b),
+    ("relu_scale_backward", 1, lambda g, x: torch.where(x > 0, g * 1.5, 0.0)),
+    ("polynomial_activation_backward", 2, lambda g, x: g * (2 * x + 1)),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1048576,67108864", help="element counts, comma-separated")
+    parser.add_argument("--dtypes", default="bfloat16,float16,float32")
+    parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
+    args = parser.parse_args()
+    k = wb.load_inline("map_block_variants", cuda=CUDA, cpp=CPP, functions=["map_variant"])
+    for n in (int(s) for s in args.sizes.split(",")):
+        for dtype in (getattr(torch, d) for d in args.dtypes.split(",")):
+            g = torch.Generator(device="cuda").manual_seed(0)
+            a = torch.randn(n, device="cuda", generator=g).to(dtype)
+            b = torch.randn(n, device="cuda", generator=g).to(dtype)
+            for name, op, eager in OPS:
+                for i, block in enumerate(BLOCKS):
+                    report = wb.bench(lambda x, y, op=op, block=block: k.map_variant(x, y, op, block), eager,
+                                      inputs=[(a, b)], name=name, label=f"block {block}",
+                                      baselines="eager,compile" if i == 0 else "none",
+                                      bytes_moved=3 * n * a.element_size())
+                    for r in report.rows:
+                        print(f"{name:32s} {r['dtype']:>9} {n:>9} {r['provider']:>10} {r['method']:>11} "
+                              f"{r['median_us'] or 0:9.2f} us  {r['status']}", flush=True)
+                    if args.out:
+                        report.save(args.out)
+
+
+if __name__ == "__main__":
+    main()
