@@ -1,12 +1,13 @@
-"""kwb_elementwise.cuh's map at several block sizes and load paths, beside eager PyTorch and
+"""kwb_elementwise.cuh's map at two block sizes and load paths, beside eager PyTorch and
 torch.compile (llm.c's dev/cuda style), on the shipped functors' math (vector_add's packed add,
 relu_scale's backward, polynomial_activation's backward). At 2^20 elements the map is one wave, and
 Inductor's kernels there ran 128-thread blocks (ncu, benchmarks/ncu_compare.py) where kwb's ran 256.
 
 variant "block B": kwb::elementwise<T, K, B> itself, so the row differs from the shipped kernel
-                   only in its block size
-variant "nc B":    a copy of the map whose loads take the read-only path (ld.global.nc, __ldg), as
-                   LLVM emits for Triton's loads from noalias pointers
+                   only in its block size (64 and 512 ran as 128 and 256 did, 3.49-3.59 us bf16)
+variant "copy B":  a copy of the map for n % (16 / element size) == 0: no tail, a thread a vector,
+                   straight-line code as Inductor's (its SASS: load, add, store, exit)
+variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--out DIR]   # a CUDA GPU
 """
@@ -18,7 +19,8 @@ import torch
 
 import workbench as wb
 
-VARIANTS = [("block", 64), ("block", 128), ("block", 256), ("block", 512), ("nc", 128), ("nc", 256)]
+VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -43,16 +45,19 @@ template <typename T> struct PolynomialBackward {
   }
 };
 
-// The map with read-only loads: aligned data, n % kVec == 0, below 2^31 elements (checked by the caller).
-template <typename T, int kBlock, typename F>
-__global__ void __launch_bounds__(kBlock) nc_map(kwb::MapArgs<T, 2> args, F f) {
+// The map without a tail: aligned data, n % kVec == 0, below 2^31 elements (checked by the caller);
+// kNc: loads through the read-only path.
+template <typename T, int kBlock, bool kNc, typename F>
+__global__ void __launch_bounds__(kBlock) copy_map(kwb::MapArgs<T, 2> args, F f) {
   constexpr int kVec = 16 / sizeof(T);
   using V = kwb::Vec<T, kVec>;
   const uint32_t i = blockIdx.x * kBlock + threadIdx.x;
   if (i < static_cast<uint32_t>(args.n) / kVec) {
     V in[2];
-    const uint4 a = __ldg(reinterpret_cast<const uint4*>(args.in[0]) + i);
-    const uint4 b = __ldg(reinterpret_cast<const uint4*>(args.in[1]) + i);
+    const uint4* pa = reinterpret_cast<const uint4*>(args.in[0]) + i;
+    const uint4* pb = reinterpret_cast<const uint4*>(args.in[1]) + i;
+    const uint4 a = kNc ? __ldg(pa) : *pa;
+    const uint4 b = kNc ? __ldg(pb) : *pb;
     memcpy(&in[0], &a, 16);
     memcpy(&in[1], &b, 16);
     V out;
@@ -62,53 +67,52 @@ __global__ void __launch_bounds__(kBlock) nc_map(kwb::MapArgs<T, 2> args, F f) {
 }
 
 template <int kBlock, typename T, typename F>
-const char* launch(bool nc, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
-  if (!nc) return kwb::elementwise<T, 2, kBlock>(args, f, s);
+const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
+  if (kind == 0) return kwb::elementwise<T, 2, kBlock>(args, f, s);
   constexpr int kVec = 16 / sizeof(T);
-  if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "nc variant: n % (16 / element size) must be 0, n < 2^31";
+  if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "copy variants: n % (16 / element size) must be 0, n < 2^31";
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);
-  nc_map<T, kBlock><<<blocks, kBlock, 0, s>>>(args, f);
+  if (kind == 1) copy_map<T, kBlock, false><<<blocks, kBlock, 0, s>>>(args, f);
+  else copy_map<T, kBlock, true><<<blocks, kBlock, 0, s>>>(args, f);
   return kwb::last_launch_error();
 }
 
 template <int kBlock, typename T>
-const char* run(int op, bool nc, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+const char* run(int op, int kind, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
   kwb::MapArgs<T, 2> args{{static_cast<const T*>(a), static_cast<const T*>(b)}, static_cast<T*>(out), n};
-  if (op == 0) return launch<kBlock>(nc, args, Add<T>{}, s);
-  if (op == 1) return launch<kBlock>(nc, args, ReluScaleBackward<T>{1.5f}, s);
-  return launch<kBlock>(nc, args, PolynomialBackward<T>{}, s);
+  if (op == 0) return launch<kBlock>(kind, args, Add<T>{}, s);
+  if (op == 1) return launch<kBlock>(kind, args, ReluScaleBackward<T>{1.5f}, s);
+  return launch<kBlock>(kind, args, PolynomialBackward<T>{}, s);
 }
 
 template <int kBlock>
-const char* by_dtype(int op, bool nc, int dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
-  if (dtype == 0) return run<kBlock, float>(op, nc, a, b, out, n, s);
-  if (dtype == 1) return run<kBlock, __half>(op, nc, a, b, out, n, s);
-  return run<kBlock, __nv_bfloat16>(op, nc, a, b, out, n, s);
+const char* by_dtype(int op, int kind, int dtype, const void* a, const void* b, void* out, int64_t n, cudaStream_t s) {
+  if (dtype == 0) return run<kBlock, float>(op, kind, a, b, out, n, s);
+  if (dtype == 1) return run<kBlock, __half>(op, kind, a, b, out, n, s);
+  return run<kBlock, __nv_bfloat16>(op, kind, a, b, out, n, s);
 }
 
-const char* map_variant_launch(int op, bool nc, int dtype, int block, const void* a, const void* b, void* out,
+const char* map_variant_launch(int op, int kind, int dtype, int block, const void* a, const void* b, void* out,
                                int64_t n, cudaStream_t s) {
   switch (block) {
-    case 64: return by_dtype<64>(op, nc, dtype, a, b, out, n, s);
-    case 128: return by_dtype<128>(op, nc, dtype, a, b, out, n, s);
-    case 256: return by_dtype<256>(op, nc, dtype, a, b, out, n, s);
-    case 512: return by_dtype<512>(op, nc, dtype, a, b, out, n, s);
+    case 128: return by_dtype<128>(op, kind, dtype, a, b, out, n, s);
+    case 256: return by_dtype<256>(op, kind, dtype, a, b, out, n, s);
   }
-  return "map_variant: block must be 64, 128, 256 or 512";
+  return "map_variant: block must be 128 or 256";
 }
 """
 
 CPP = r"""
-const char* map_variant_launch(int op, bool nc, int dtype, int block, const void* a, const void* b, void* out,
+const char* map_variant_launch(int op, int kind, int dtype, int block, const void* a, const void* b, void* out,
                                int64_t n, cudaStream_t s);
-at::Tensor map_variant(const at::Tensor& a, const at::Tensor& b, int64_t op, int64_t block, bool nc) {
+at::Tensor map_variant(const at::Tensor& a, const at::Tensor& b, int64_t op, int64_t block, int64_t kind) {
   TORCH_CHECK(a.is_cuda() && a.is_contiguous() && b.is_contiguous() && a.sizes() == b.sizes() &&
               a.scalar_type() == b.scalar_type(), "map_variant: two contiguous CUDA tensors of one shape and dtype");
   const auto t = a.scalar_type();
   TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16, "map_variant: float32, float16 or bfloat16");
   at::Tensor out = at::empty_like(a);
   const int dtype = t == at::kFloat ? 0 : t == at::kHalf ? 1 : 2;
-  KWB_CHECK_LAUNCH("map_variant", map_variant_launch((int)op, nc, dtype, (int)block, a.const_data_ptr(), b.const_data_ptr(),
+  KWB_CHECK_LAUNCH("map_variant", map_variant_launch((int)op, (int)kind, dtype, (int)block, a.const_data_ptr(), b.const_data_ptr(),
                    out.mutable_data_ptr(), a.numel(), kwb::current_stream(a)));
   return out;
 }
@@ -136,7 +140,7 @@ def main() -> None:
             b = torch.randn(n, device="cuda", generator=g).to(dtype)
             for name, op, eager in OPS:
                 for i, (kind, block) in enumerate(VARIANTS):
-                    report = wb.bench(lambda x, y, op=op, block=block, nc=kind == "nc": k.map_variant(x, y, op, block, nc),
+                    report = wb.bench(lambda x, y, op=op, block=block, kind=KINDS[kind]: k.map_variant(x, y, op, block, kind),
                                       eager, inputs=[(a, b)], name=name, label=f"{kind} {block}",
                                       baselines="eager,compile" if i == 0 else "none",
                                       bytes_moved=3 * n * a.element_size())
