@@ -6,7 +6,8 @@ Inductor's kernels there ran 128-thread blocks (ncu, benchmarks/ncu_compare.py) 
 variant "block B": kwb::elementwise<T, K, B> itself, so the row differs from the shipped kernel
                    only in its block size (64 and 512 ran as 128 and 256 did, 3.49-3.59 us bf16)
 variant "copy B":  a copy of the map for n % (16 / element size) == 0: no tail, a thread a vector,
-                   straight-line code as Inductor's (its SASS: load, add, store, exit)
+                   straight-line code as Inductor's (its SASS: load, add, store, exit); the shipped
+                   map has run this shape since, where n has no tail
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--out DIR]   # a CUDA GPU

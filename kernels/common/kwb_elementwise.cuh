@@ -8,9 +8,9 @@
 //
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
-// Why few instructions matter at all: at 2^20 elements the whole map is one wave whose loads
-// return together, so each SM then issues every warp's arithmetic back to back; Inductor's
-// bf16 add ran 21 warp instructions to kwb's 73 and 3.07 us to 3.10-3.52 (NOTES, same file).
+// At 2^20 elements (one wave) what counted was the code's shape, not its length or the block
+// size: the bf16 add at 73 SASS instructions a thread or 27 ran 3.51 us in a CUDA graph, at 64-512
+// threads a block 3.49-3.59; without the tail's branch, 3.42, as Inductor's (see map_kernel).
 //
 // Packed 16-bit math: a functor with `static constexpr bool kPacked = true` and a
 // `pair(P, ...)` on __half2 / __nv_bfloat162 gets two elements an instruction. Only for math
@@ -65,41 +65,53 @@ __device__ __forceinline__ void map_vector(const Vec<T, kVec> (&in)[K], Vec<T, k
 }
 
 // Index: uint32_t when n < 2^31 (one IMAD.WIDE an address, a shift for n / kVec), else int64_t.
-// A vector's thread exits right after its store: with the tail test after a joined branch, the
-// 2^20-element maps in CUDA graphs ran 3.51 us (bf16) against Inductor's straight-line 3.42.
-template <typename T, int K, int kVec, typename Index, int kBlock, typename F>
+// kTail: n % kVec != 0, and the threads after the vectors' take the rest, one element each. Without
+// a tail the kernel is Inductor's shape, load, compute, store, exit: with the tail's code behind a
+// branch, the 2^20-element maps in CUDA graphs ran 3.45-3.47 us (bf16) where it and Inductor's ran
+// 3.41-3.43 (benchmarks/map_block_variants.py).
+template <typename T, int K, int kVec, typename Index, bool kTail, int kBlock, typename F>
 __global__ void __launch_bounds__(kBlock) map_kernel(MapArgs<T, K> args, F f) {
   using V = Vec<T, kVec>;
   const Index n = static_cast<Index>(args.n);
   const Index n_vec = n / kVec;
   const Index i = static_cast<Index>(blockIdx.x) * kBlock + threadIdx.x;
-  if (i < n_vec) {
-    V in[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) in[k] = reinterpret_cast<const V*>(args.in[k])[i];
-    V out;
-    map_vector<T, K, kVec>(in, out, f);
-    reinterpret_cast<V*>(args.out)[i] = out;
+  if (i >= n_vec) {
+    if constexpr (kTail) {
+      const Index t = n_vec * (kVec - 1) + i;
+      if (t < n) {
+        if constexpr (K == 1) args.out[t] = f(args.in[0][t]);
+        else if constexpr (K == 2) args.out[t] = f(args.in[0][t], args.in[1][t]);
+        else args.out[t] = f(args.in[0][t], args.in[1][t], args.in[2][t]);
+      }
+    }
     return;
   }
-  // The tail: the n % kVec elements past the last vector, one a thread, on the threads after the
-  // vectors' (launch_map counts them).
-  const Index t = n_vec * (kVec - 1) + i;
-  if (t < n) {
-    if constexpr (K == 1) args.out[t] = f(args.in[0][t]);
-    else if constexpr (K == 2) args.out[t] = f(args.in[0][t], args.in[1][t]);
-    else args.out[t] = f(args.in[0][t], args.in[1][t], args.in[2][t]);
+  V in[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) in[k] = reinterpret_cast<const V*>(args.in[k])[i];
+  V out;
+  map_vector<T, K, kVec>(in, out, f);
+  reinterpret_cast<V*>(args.out)[i] = out;
+}
+
+template <typename T, int K, int kVec, typename Index, int kBlock, typename F>
+void launch_indexed(const MapArgs<T, K>& args, F f, unsigned blocks, bool tail, cudaStream_t stream) {
+  if constexpr (kVec == 1) {  // no tail
+    map_kernel<T, K, kVec, Index, false, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
+  } else {
+    if (tail) map_kernel<T, K, kVec, Index, true, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
+    else map_kernel<T, K, kVec, Index, false, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
   }
 }
 
 template <typename T, int K, int kVec, int kBlock, typename F>
 void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   const int64_t n_vec = args.n / kVec;
-  const int64_t threads = n_vec + (args.n - n_vec * kVec);  // a thread a vector, then one a tail element
-  const unsigned blocks = static_cast<unsigned>((threads + kBlock - 1) / kBlock);
-  // i < threads + kBlock <= n + kBlock, so below 2^31 elements 32 bits hold every index.
-  if (args.n < (int64_t{1} << 31)) map_kernel<T, K, kVec, uint32_t, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
-  else map_kernel<T, K, kVec, int64_t, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
+  const int64_t tail = args.n - n_vec * kVec;
+  const unsigned blocks = static_cast<unsigned>((n_vec + tail + kBlock - 1) / kBlock);  // a thread a vector, then one a tail element
+  // i < n_vec + tail + kBlock <= n + kBlock, so below 2^31 elements 32 bits hold every index.
+  if (args.n < (int64_t{1} << 31)) launch_indexed<T, K, kVec, uint32_t, kBlock>(args, f, blocks, tail != 0, stream);
+  else launch_indexed<T, K, kVec, int64_t, kBlock>(args, f, blocks, tail != 0, stream);
 }
 
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
