@@ -9,6 +9,8 @@ variant "copy B":  a copy of the map for n % (16 / element size) == 0: no tail, 
                    straight-line code as Inductor's (its SASS: load, add, store, exit); the shipped
                    map has run this shape since, where n has no tail
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
+variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
+                   (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--out DIR]   # a CUDA GPU
 """
@@ -20,8 +22,9 @@ import torch
 
 import workbench as wb
 
-VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256)]
-KINDS = {"block": 0, "copy": 1, "nc": 2}
+VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
+            ("x2", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -67,6 +70,28 @@ __global__ void __launch_bounds__(kBlock) copy_map(kwb::MapArgs<T, 2> args, F f)
   }
 }
 
+// Two vectors a thread, kBlock vectors apart, every load before the stores.
+template <typename T, int kBlock, typename F>
+__global__ void __launch_bounds__(kBlock) copy_map_x2(kwb::MapArgs<T, 2> args, F f) {
+  constexpr int kVec = 16 / sizeof(T);
+  using V = kwb::Vec<T, kVec>;
+  const uint32_t n_vec = static_cast<uint32_t>(args.n) / kVec;
+  const uint32_t i0 = blockIdx.x * 2 * kBlock + threadIdx.x, i1 = i0 + kBlock;
+  if (i0 >= n_vec) return;
+  const V* a = reinterpret_cast<const V*>(args.in[0]);
+  const V* b = reinterpret_cast<const V*>(args.in[1]);
+  V in0[2] = {a[i0], b[i0]}, in1[2];
+  const bool second = i1 < n_vec;
+  if (second) { in1[0] = a[i1]; in1[1] = b[i1]; }
+  V out0, out1;
+  kwb::map_vector<T, 2, kVec>(in0, out0, f);
+  reinterpret_cast<V*>(args.out)[i0] = out0;
+  if (second) {
+    kwb::map_vector<T, 2, kVec>(in1, out1, f);
+    reinterpret_cast<V*>(args.out)[i1] = out1;
+  }
+}
+
 template <int kBlock, typename T, typename F>
 const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
   if (kind == 0) return kwb::elementwise<T, 2, kBlock>(args, f, s);
@@ -74,7 +99,8 @@ const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s
   if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "copy variants: n % (16 / element size) must be 0, n < 2^31";
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);
   if (kind == 1) copy_map<T, kBlock, false><<<blocks, kBlock, 0, s>>>(args, f);
-  else copy_map<T, kBlock, true><<<blocks, kBlock, 0, s>>>(args, f);
+  else if (kind == 2) copy_map<T, kBlock, true><<<blocks, kBlock, 0, s>>>(args, f);
+  else copy_map_x2<T, kBlock><<<(blocks + 1) / 2, kBlock, 0, s>>>(args, f);
   return kwb::last_launch_error();
 }
 
