@@ -211,8 +211,8 @@ def openmp_flags(cxx: str, cache_root: Path | None = None) -> list[str]:
 # ATen's build gives that set. Without them at::vec::Vectorized is its scalar fallback, and
 # bias_gelu's erf form ran 0.20x eager on the 2-core machine (AVX-512). Loops the compiler
 # vectorizes itself stay at 256 bits (explicit Vectorized code keeps 512): vector_add's loop out of
-# cache, one thread, 2^22 fp32 on the AVX-512 AMD EPYC ran 1535-1908 us in 512-bit vectors, 1437-1501
-# in 256-bit, where ATen's add_out ran 1408-1646 in the same runs.
+# cache, one thread, 2^22 fp32 on the AVX-512 AMD EPYC ran 16-26% behind ATen's add_out in 512-bit
+# vectors and within 2% of it in 256-bit (benchmarks/cpu_loop_width.py, docs/results.md).
 _CPU_CAPABILITY_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-mf16c", "-mprefer-vector-width=256"],
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2"],
