@@ -5,7 +5,7 @@ torch.compile with the harness, at the shapes where the shipped forwards lose to
 and 16384 x 4096 (fp32 at 96% of the copy ceiling, compile at 98.7%).
 
     python benchmarks/rowwise_forward_variants.py [--out DIR] [--shapes 4096x1024,16384x4096]
-        [--dtypes float32,bfloat16] [--ops softmax,layernorm,rmsnorm] [--variants 0,1,2,3,4]
+        [--dtypes float32,bfloat16] [--ops softmax,layernorm,rmsnorm] [--variants 0,1,6]
     ncu --clock-control none -k regex:'forward_regs|rwv_fwd|triton_' \
         python benchmarks/rowwise_forward_variants.py --once     # each variant, and torch.compile's
                                                                  # kernel, launched once a case
@@ -55,6 +55,11 @@ variant 4: variant 1 on a persistent grid (as many blocks as fit at once), the n
 variant 5: softmax only: variant 1 (fp32 1024: variant 2) with one reduction a row, of each
            thread's (max, sum of exp(x - its max)) pair, as Inductor's online softmax (its
            prepare_softmax_online); fp32 rescales its kept exps by exp(own max - row max)
+variant 6: variant 1 with one row a block where a row is a warp or more (blocks of tpr threads,
+           no smaller than a warp): Inductor's grid at 1024 bf16 columns, 4096 CTAs of 32
+           threads, each one row, one trip, no shared memory. The 16-bit norm forwards at
+           4096 x 1024 stayed at x0.97-0.99 torch.compile with 4 rows a 128-thread block, and the
+           elementwise map's gap at 2^20 was its code's shape (kernels/relu_scale/NOTES.md)
 
 ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
   shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
@@ -350,9 +355,10 @@ struct Args {
 };
 
 // kRegs: the register cap (__launch_bounds__' second argument = 65536 / (kRegs * kBlock) blocks).
-template <int kOp, typename T, int kTpr, int kVecs, int kRegs, bool kStaged>
+// kBlockMin: the smallest block (128; variant 6: one row a block, as Inductor's grid).
+template <int kOp, typename T, int kTpr, int kVecs, int kRegs, bool kStaged, int kBlockMin = 128>
 const char* launch(const Args& a, cudaStream_t stream) {
-  constexpr int kBlock = kTpr > 128 ? kTpr : 128;
+  constexpr int kBlock = kTpr > kBlockMin ? kTpr : kBlockMin;
   constexpr int kMinBlocks = 65536 / (kRegs * kBlock);
   constexpr int kVec = V16<T>::kN;
   auto kernel = rwv_fwd<kOp, T, kTpr, kVecs, kBlock, kMinBlocks, kStaged>;
@@ -381,13 +387,13 @@ const char* launch(const Args& a, cudaStream_t stream) {
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
-template <int kOp, typename T, int kRegs, bool kStaged>
+template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
 const char* four_vectors(const Args& a, int64_t tpr, cudaStream_t stream) {
   switch (tpr) {
-    case 32: return launch<kOp, T, 32, 4, kRegs, kStaged>(a, stream);
-    case 64: return launch<kOp, T, 64, 4, kRegs, kStaged>(a, stream);
-    case 128: return launch<kOp, T, 128, 4, kRegs, kStaged>(a, stream);
-    case 256: return launch<kOp, T, 256, 4, kRegs, kStaged>(a, stream);
+    case 32: return launch<kOp, T, 32, 4, kRegs, kStaged, kBlockMin>(a, stream);
+    case 64: return launch<kOp, T, 64, 4, kRegs, kStaged, kBlockMin>(a, stream);
+    case 128: return launch<kOp, T, 128, 4, kRegs, kStaged, kBlockMin>(a, stream);
+    case 256: return launch<kOp, T, 256, 4, kRegs, kStaged, kBlockMin>(a, stream);
     default: return "does not apply: 4 vectors a thread need cols / (4 x 16 bytes) threads in 32, 64, 128, 256";
   }
 }
@@ -415,6 +421,7 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
         return four_vectors<kSoftmaxOnline, T, 64, false>(a, nv / 4, stream);
       }
       return "does not apply: the online reduction is softmax's";
+    case 6: return four_vectors<kOp, T, 64, false, 32>(a, nv / 4, stream);
     default: return "no such variant";
   }
 }
@@ -473,7 +480,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = (0, 1, 2, 3, 4, 5)
+VARIANTS = (0, 1, 2, 3, 4, 5, 6)
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
