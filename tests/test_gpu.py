@@ -75,6 +75,19 @@ def test_vector_add_16_bit_is_bitwise_eager(kernels, dtype, n):
     _assert_bitwise(kernels["vector_add"].vector_add(a, a.neg()), a + a.neg())
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_vector_add_16_bit_special_values_every_pair(kernels, dtype):
+    """Every pair of +-0, +-smallest subnormal, +-max, +-inf, NaN, +-1: 121 elements (a tail past
+    the last vector) and the first 120 (none, the tail-free kernel), bit for bit as eager."""
+    info = torch.finfo(dtype)
+    specials = torch.tensor([0.0, -0.0, info.smallest_normal * info.eps, -info.smallest_normal * info.eps, info.max,
+                             -info.max, float("inf"), float("-inf"), float("nan"), 1.0, -1.0], dtype=dtype, device="cuda")
+    k = specials.numel()
+    a, b = specials.repeat_interleave(k), specials.repeat(k)
+    for n in (k * k, k * k - 1):
+        _assert_bitwise(kernels["vector_add"].vector_add(a[:n], b[:n]), a[:n] + b[:n])
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_relu_scale_backward_is_eager_where_the_gradient_is_nan(kernels, dtype):
     """The backward multiplies every element and then selects: a NaN or inf gradient where x <= 0

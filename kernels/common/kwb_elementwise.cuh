@@ -9,14 +9,16 @@
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
 // At 2^20 elements (one wave) what counted was the code's shape, not its length or the block
-// size: the bf16 add at 73 SASS instructions a thread or 27 ran 3.51 us in a CUDA graph, at 64-512
-// threads a block 3.49-3.59; without the tail's branch, 3.42, as Inductor's (see map_kernel).
+// size: the bf16 add at 73 SASS instructions a thread ran 3.47 us in a CUDA graph, at 27 with the
+// tail's branch still in 3.51, at 128-512 threads a block 3.49-3.52; without the tail's code, 3.42,
+// as Inductor's (see map_kernel).
 //
 // Packed 16-bit math: a functor with `static constexpr bool kPacked = true` and a
 // `pair(P, ...)` on __half2 / __nv_bfloat162 gets two elements an instruction. Only for math
 // where the packed instruction rounds exactly as fp32 math then one rounding to 16 bits does:
 // add, subtract, multiply of two 16-bit values (fp32's 24 bits are >= 2p + 2 for p = 8 and 11,
-// so the double rounding is innocuous), max/min, negation.
+// so the double rounding is innocuous), negation. Not __hmax2 / __hmin2: they return the other
+// operand for a NaN, where torch.maximum propagates it.
 #pragma once
 #include <type_traits>
 

@@ -27,7 +27,7 @@ struct ReluScaleBackward {
     using A = kwb::acc_t<T>;
     // The product for every element, then a select: written as a branch, nvcc predicated the
     // conversion, the multiply and a reload of alpha an element (103 SASS instructions a bf16
-    // thread against 63)
+    // thread against 64)
     const A g = kwb::to_acc<A>(grad) * alpha;
     return kwb::from_acc<T>(kwb::to_acc<A>(x) > A(0) ? g : A(0));
   }
