@@ -91,15 +91,19 @@ def test_vector_add_16_bit_special_values_every_pair(kernels, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_relu_scale_backward_is_eager_where_the_gradient_is_nan(kernels, dtype):
     """The backward multiplies every element and then selects: a NaN or inf gradient where x <= 0
-    still gives 0, as the gradient of relu(x) * alpha does."""
+    still gives 0, and a NaN x passes grad * alpha, as the gradient of relu(x) * alpha does."""
     n = (1 << 18) + 3
     x = torch.randn(n, device="cuda", dtype=dtype)
     x[::7] = 0.0
+    x[2::13] = float("nan")
     g = torch.randn(n, device="cuda", dtype=dtype)
     g[::3] = float("nan")
     g[1::11] = float("inf")
     got = kernels["relu_scale"].relu_scale_backward(g, x, 1.5)
-    expected = torch.where(x > 0, g.float() * 1.5, 0.0).to(dtype)
+    leaf = x.detach().requires_grad_()
+    (torch.relu(leaf) * 1.5).backward(g)
+    torch.testing.assert_close(got, leaf.grad, rtol=0, atol=0, equal_nan=True)
+    expected = torch.where(x <= 0, 0.0, g.float() * 1.5).to(dtype)
     torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
 
 
@@ -124,21 +128,22 @@ def test_backward_gradcheck_and_opcheck_on_cuda(kernels, dtype):
                                        ((1 << 22) + 7, 1)])
 def test_the_training_forward_and_its_masked_backward_on_cuda(kernels, dtype, n, offset, monkeypatch):
     """The bit-per-element training path, aligned and not, at tails of every length mod 8:
-    outputs and gradients as eager's, the mask's bits as x > 0."""
+    outputs and gradients as eager's (NaN x included), the mask's bits as not x <= 0."""
     rs = kernels["relu_scale"]
     monkeypatch.setitem(rs.relu_scale.__globals__, "MASK_FROM", 0)
     x = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
     x[::5] = 0.0
+    x[1::7] = float("nan")
     g = torch.randn(n + offset, device="cuda", dtype=dtype)[offset:]
     leaf = x.detach().requires_grad_()  # the view itself: 2 to 6 bytes past a 16-byte boundary where offset > 0
     y = rs.relu_scale(leaf, 1.5)
     assert "relu_scale_train" in y.grad_fn.name()
     y.backward(g)
-    torch.testing.assert_close(y.detach(), (torch.relu(x.float()) * 1.5).to(dtype))
-    torch.testing.assert_close(leaf.grad, torch.where(x > 0, g.float() * 1.5, 0.0).to(dtype))
+    torch.testing.assert_close(y.detach(), (torch.relu(x.float()) * 1.5).to(dtype), equal_nan=True)
+    torch.testing.assert_close(leaf.grad, torch.where(x <= 0, 0.0, g.float() * 1.5).to(dtype), equal_nan=True)
     _, mask = rs.relu_scale_train(x, 1.5)
     bits = ((mask.repeat_interleave(8) >> torch.arange(8, device="cuda", dtype=torch.uint8).repeat(mask.numel())) & 1)[:n]
-    assert torch.equal(bits.bool(), x > 0)
+    assert torch.equal(bits.bool(), ~(x <= 0))
     torch.library.opcheck(rs.op("relu_scale_masked_backward").default, (g, mask, 1.5))
     torch.library.opcheck(rs.op("relu_scale_train").default, (x.detach().requires_grad_(), 1.5))
 

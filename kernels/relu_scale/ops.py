@@ -21,20 +21,20 @@ def relu_scale(x: Tensor, alpha: float) -> Tensor:
     """max(x, 0) * alpha, elementwise, in x's dtype (fp32 arithmetic for half types).
     Differentiable in x; the gradient at x == 0 is 0, as torch.relu's."""
     if x.requires_grad and torch.is_grad_enabled() and x.numel() >= MASK_FROM and x.device.type != "cpu":
-        # for the backward, a bit per element (x > 0) instead of x itself: the training step
+        # for the backward, a bit per element (!(x <= 0)) instead of x itself: the training step
         # moves 10% fewer bytes in fp32 than torch.compile's, 21% fewer in 16-bit types
         return _ops.relu_scale_train(x, alpha)[0]
     return _ops.relu_scale(x, alpha)
 
 
 def relu_scale_backward(grad: Tensor, x: Tensor, alpha: float) -> Tensor:
-    """The gradient of relu_scale: grad * alpha where x > 0, else 0."""
+    """The gradient of relu_scale: 0 where x <= 0, else grad * alpha (NaN x included, as torch.relu's)."""
     return _ops.relu_scale_backward(grad, x, alpha)
 
 
 def relu_scale_train(x: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
     """relu_scale's training forward: (y, mask), mask a uint8 tensor of (n + 7) // 8 bytes
-    whose bit j of byte i says x[8 i + j] > 0 (x flattened). relu_scale calls it when x
+    whose bit j of byte i says not x[8 i + j] <= 0 (x flattened; set for NaN). relu_scale calls it when x
     requires grad, and its backward reads the mask instead of x."""
     return _ops.relu_scale_train(x, alpha)
 
@@ -64,7 +64,7 @@ def register(ops):
 
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        # dy/dx = alpha where x > 0, else 0 (0 at x == 0, as torch.relu's gradient)
+        # dy/dx = 0 where x <= 0, else alpha (0 at x == 0 and alpha at NaN, as torch.relu's gradient)
         return ops.relu_scale_backward(grad, x, ctx.alpha), None
 
     torch.library.register_autograd(ops.qualname("relu_scale"), backward, setup_context=setup_context)

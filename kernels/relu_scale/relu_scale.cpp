@@ -30,7 +30,7 @@ void relu_scale_backward_span(const scalar_t* __restrict__ g, const scalar_t* __
                               scalar_t* __restrict__ out, scalar_t a, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const scalar_t scaled = g[i] * a;
-    out[i] = in[i] > scalar_t(0) ? scaled : scalar_t(0);
+    out[i] = in[i] <= scalar_t(0) ? scalar_t(0) : scaled;  // a NaN x passes the gradient, as relu's
   }
 }
 
@@ -66,7 +66,7 @@ at::Tensor relu_scale_backward_cpu(const at::Tensor& grad, const at::Tensor& x, 
   return gx;
 }
 
-// The training pair (relu_scale.h): y and a bit per element (x > 0), then the gradient from
+// The training pair (relu_scale.h): y and a bit per element (!(x <= 0)), then the gradient from
 // the bits. The mask's layout is the CUDA kernels': bit j of mask[i] is element 8 i + j.
 at::Tensor check_mask(const char* op, const at::Tensor& mask, const at::Tensor& grad) {
   kwb::check_same_device(op, "grad", grad, "mask", mask);
@@ -93,7 +93,7 @@ std::tuple<at::Tensor, at::Tensor> relu_scale_train_cpu(const at::Tensor& x, dou
       relu_scale_span(in, out, a, begin * 8, std::min(end * 8, n));
       for (int64_t g = begin; g < end; ++g) {
         uint8_t b = 0;
-        for (int64_t j = 0; j < 8 && g * 8 + j < n; ++j) b |= static_cast<uint8_t>(in[g * 8 + j] > scalar_t(0)) << j;
+        for (int64_t j = 0; j < 8 && g * 8 + j < n; ++j) b |= static_cast<uint8_t>(!(in[g * 8 + j] <= scalar_t(0))) << j;
         bits[g] = b;
       }
     });

@@ -1,7 +1,7 @@
 // relu_scale CUDA kernels: y = max(x, 0) * alpha and its gradient, one read and one write
 // per element (8 bytes per fp32 element; predicted time: kernels/relu_scale/NOTES.md). Both run
 // through kwb::elementwise: 16-byte vectors, one a thread. The training pair saves a bit
-// per element (x > 0) instead of x: a step moves 4 elements and 2 bits per element, not 5
+// per element (!(x <= 0), set for NaN) instead of x: a step moves 4 elements and 2 bits per element, not 5
 // elements; torch.compile's step saves a byte per element, 10% more bytes in fp32, 21% more in
 // 16-bit types.
 #include "kwb_elementwise.cuh"
@@ -27,9 +27,10 @@ struct ReluScaleBackward {
     using A = kwb::acc_t<T>;
     // The product for every element, then a select: written as a branch, nvcc predicated the
     // conversion, the multiply and a reload of alpha an element (103 SASS instructions a bf16
-    // thread against 64)
+    // thread against 64). x <= 0 (not x > 0) gives 0, so a NaN x passes the gradient, as
+    // relu's backward (its test is output <= 0)
     const A g = kwb::to_acc<A>(grad) * alpha;
-    return kwb::from_acc<T>(kwb::to_acc<A>(x) > A(0) ? g : A(0));
+    return kwb::from_acc<T>(kwb::to_acc<A>(x) <= A(0) ? A(0) : g);
   }
 };
 
@@ -57,13 +58,13 @@ __global__ void __launch_bounds__(kMaskThreads) relu_scale_train_kernel(ReluScal
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       out.v[j] = f(in.v[j]);
-      bits |= static_cast<unsigned>(kwb::to_acc<A>(in.v[j]) > A(0)) << j;
+      bits |= static_cast<unsigned>(!(kwb::to_acc<A>(in.v[j]) <= A(0))) << j;
     }
     reinterpret_cast<V*>(y)[t] = out;
   } else {
     for (int j = 0; j < kVec && first + j < p.n; ++j) {
       y[first + j] = f(x[first + j]);
-      bits |= static_cast<unsigned>(kwb::to_acc<A>(x[first + j]) > A(0)) << j;
+      bits |= static_cast<unsigned>(!(kwb::to_acc<A>(x[first + j]) <= A(0))) << j;
     }
   }
   bits <<= (t % kLanes) * kVec;

@@ -17,7 +17,7 @@ struct ReluScaleBackwardParams {
   double alpha;
 };
 
-// The training forward: y as relu_scale's, and one bit per element (x > 0) for the backward,
+// The training forward: y as relu_scale's, and one bit per element (!(x <= 0)) for the backward,
 // bit j of mask[i] for element 8 i + j: n / 8 bytes to save instead of x's n elements.
 struct ReluScaleTrainParams {
   const void* x;     // n elements of the dtype

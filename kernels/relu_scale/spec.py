@@ -23,7 +23,8 @@ def make_inputs(shape, dtype, device, generator):
 
 
 def reference_backward(grad, x, alpha):
-    return torch.where(x > 0, grad * alpha, 0.0)
+    # x <= 0 gives 0, so a NaN x passes grad * alpha: relu's backward tests its output <= 0
+    return torch.where(x <= 0, 0.0, grad * alpha)
 
 
 def make_backward_inputs(shape, dtype, device, generator):
