@@ -41,7 +41,7 @@ template <typename T> struct ReluScaleBackward {
   float alpha;
   __device__ T operator()(T grad, T x) const {
     const float g = kwb::to_acc<float>(grad) * alpha;
-    return kwb::from_acc<T>(kwb::to_acc<float>(x) > 0.f ? g : 0.f);
+    return kwb::from_acc<T>(kwb::to_acc<float>(x) <= 0.f ? 0.f : g);
   }
 };
 template <typename T> struct PolynomialBackward {
@@ -149,7 +149,7 @@ at::Tensor map_variant(const at::Tensor& a, const at::Tensor& b, int64_t op, int
 # name, op index, the eager expression
 OPS = [
     ("vector_add", 0, lambda a, b: a + b),
-    ("relu_scale_backward", 1, lambda g, x: torch.where(x > 0, g * 1.5, 0.0)),
+    ("relu_scale_backward", 1, lambda g, x: torch.where(x <= 0, 0.0, g * 1.5)),
     ("polynomial_activation_backward", 2, lambda g, x: g * (2 * x + 1)),
 ]
 
