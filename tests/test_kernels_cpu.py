@@ -3,8 +3,13 @@ non-contiguous inputs, gradcheck, torch.compile across two kernels) and clear er
 input. The harness check and opcheck of every kernel are in test_every_kernel.py."""
 from __future__ import annotations
 
+import inspect
+import types
+
 import pytest
 import torch
+import torch.fx
+from torch.overrides import TorchFunctionMode
 
 import workbench as wb
 
@@ -148,6 +153,49 @@ def test_vector_add_is_called_through_its_cpp_entry_and_differentiated_in_cpp():
             k.vector_add(dual, b.detach())
         with torch.no_grad(), pytest.raises(RuntimeError, match="jvp is not implemented"):
             k.vector_add(b.detach(), dual)
+
+
+def test_vector_adds_cpp_entry_leaves_overrides_keywords_and_bad_calls_to_torch_ops():
+    """The public function is a builtin (no Python frame): two plain tensors go straight to the
+    dispatcher; a __torch_function__ subclass, a torch function mode, an fx trace and keywords
+    still see or make the op's call, and a bad call names the argument, as torch.ops does."""
+    k = KERNELS["vector_add"]
+    a, b = torch.randn(6), torch.randn(6)
+    assert isinstance(k.vector_add, types.BuiltinFunctionType)
+    assert list(inspect.signature(k.vector_add).parameters) == ["a", "b"]  # the harness names gradients by it
+    torch.testing.assert_close(k.vector_add(a=a, b=b), a + b)
+
+    seen = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types_, args=(), kwargs=None):
+            seen.append(func)
+            return super().__torch_function__(func, types_, args, kwargs or {})
+
+    out = k.vector_add(a.as_subclass(Logged), b)
+    assert type(out) is Logged and seen[0] is k.op("vector_add")
+    torch.testing.assert_close(out.as_subclass(torch.Tensor), a + b)
+
+    class Mode(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            self.calls.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Mode() as mode:
+        k.vector_add(a, b)
+    assert mode.calls == [k.op("vector_add")]
+    traced = torch.fx.symbolic_trace(lambda x, y: k.vector_add(x, y) * 2)
+    assert k.op("vector_add") in [node.target for node in traced.graph.nodes]
+    torch.testing.assert_close(traced(a, b), (a + b) * 2)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'Tensor' for argument 'b'"):
+        k.vector_add(a, "b")
+    with pytest.raises(RuntimeError, match="missing value for argument 'b'"):
+        k.vector_add(a)
 
 
 def test_torch_compile_fullgraph():

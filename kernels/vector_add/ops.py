@@ -1,31 +1,18 @@
-"""vector_add's Python face (as pytorch/extension-cpp's ops.py): a typed public function over
-this build's op and its fake kernel for torch.compile. Its autograd is C++
-(vector_add_autograd.cpp), as is the entry the public function calls (vector_add_python.cpp):
-a call costs what eager's a + b does (benchmarks/cpu_call_overhead.py), not the Python layers
-of a torch.ops call.
+"""vector_add's Python face (as pytorch/extension-cpp's ops.py): the public function and the op's
+fake kernel for torch.compile. The public function is the build's C++ entry itself
+(vector_add_python.cpp), a builtin with no Python frame: on the 2-core CPU a Python function in
+front of it cost 17-35 us of a 2^20-element add's 720 with cold caches. Its autograd is C++ too
+(vector_add_autograd.cpp).
 
 register(ops) is called by the loader with the ops of one build and returns the public
 function, which the loaded kernel exposes (k.vector_add); k.op("vector_add") is the op itself.
 """
 import torch
 from torch import Tensor
-from torch.overrides import has_torch_function
-
-_ops = None  # this build's ops, set by register()
-_entry = None  # this build's Python entry (vector_add_python.cpp)
-
-
-def vector_add(a: Tensor, b: Tensor) -> Tensor:
-    """a + b, elementwise; a and b of one shape, dtype and device. Differentiable in both."""
-    # torch.compile traces the op; __torch_function__ overrides see it; the entry skips both
-    if torch.compiler.is_compiling() or has_torch_function((a, b)):
-        return _ops.vector_add(a, b)
-    return _entry.vector_add(a, b)
 
 
 def register(ops):
-    global _ops, _entry
-    _ops, _entry = ops, ops.entry
+    entry, op = ops.entry.vector_add, ops.vector_add.default
 
     @ops.register_fake("vector_add")
     def _(a, b):
@@ -33,4 +20,9 @@ def register(ops):
         torch._check(a.dtype == b.dtype, lambda: f"vector_add: b must have the same dtype as a (a: {a.dtype}, b: {b.dtype})")
         return torch.empty(a.shape, dtype=a.dtype, device=a.device)
 
-    return {"vector_add": vector_add}
+    # torch.compile cannot trace a builtin: it traces this instead, the op itself
+    @torch.compiler.substitute_in_graph(entry, skip_signature_check=True)
+    def vector_add(a: Tensor, b: Tensor) -> Tensor:
+        return op(a, b)
+
+    return {"vector_add": entry}

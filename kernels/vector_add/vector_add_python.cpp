@@ -1,20 +1,52 @@
-// vector_add's Python entry: ops.py's public function calls it, and it calls the op through the
-// dispatcher (autograd, fake tensors and dispatch modes all apply) with none of the Python
-// layers of a torch.ops call. 2-core CPU, 2^20 fp32, caches flushed before each call, calls in
-// turns: eager 717 us, the entry 723, torch.ops 778 (benchmarks/cpu_call_overhead.py). A unit
-// of its own: pybind11's headers take 13 s to compile on that machine.
+// vector_add's public function, k.vector_add: a builtin that calls the op through the dispatcher
+// (autograd, fake tensors and dispatch modes all apply) with none of the Python layers of a
+// torch.ops call, and no Python frame of its own. 2-core CPU, 2^20 fp32, caches flushed before
+// each call, calls in turns: eager 717 us, this entry 723, torch.ops 778
+// (benchmarks/cpu_call_overhead.py); a Python function in front of it cost 17-35 us more.
+// Anything but two plain tensors by position outside a torch function mode (a
+// __torch_function__ subclass, an fx Proxy, a mode, keywords, a wrong type or count) takes
+// torch.ops, which handles overrides and names the bad argument. torch.compile traces ops.py's polyfill instead (substitute_in_graph).
+// A unit of its own: pybind11's headers take 13 s to compile on that machine.
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "kwb_library.h"
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+namespace {
+
+namespace py = pybind11;
+
+// Two plain tensors, by position, outside any torch function mode.
+bool plain_call(const py::args& args, const py::kwargs& kwargs) {
+  return args.size() == 2 && kwargs.empty() && THPVariable_CheckExact(args[0].ptr()) &&
+         THPVariable_CheckExact(args[1].ptr()) && !at::impl::torch_function_mode_enabled();
+}
+
+py::object vector_add(const py::args& args, const py::kwargs& kwargs) {
+  if (!plain_call(args, kwargs)) {
+    py::object op = py::module_::import("torch").attr("ops").attr(kwb::library_namespace().c_str()).attr("vector_add");
+    return op(*args, **kwargs);
+  }
   using VectorAddOp = at::Tensor(const at::Tensor&, const at::Tensor&);
-  m.def(
-      "vector_add",
-      [](const at::Tensor& a, const at::Tensor& b) {
-        static const auto op = kwb::typed_op<VectorAddOp>("vector_add");
-        return op.call(a, b);
-      },
-      "a + b through the dispatcher", pybind11::arg("a"), pybind11::arg("b"),
-      pybind11::call_guard<pybind11::gil_scoped_release>());  // as torch's own bindings: other threads run
+  static const auto op = kwb::typed_op<VectorAddOp>("vector_add");
+  const at::Tensor& a = THPVariable_Unpack(args[0].ptr());
+  const at::Tensor& b = THPVariable_Unpack(args[1].ptr());
+  at::Tensor out;
+  {
+    py::gil_scoped_release no_gil;  // as torch's own bindings: other threads run meanwhile
+    out = op.call(a, b);
+  }
+  return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(out)));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  py::options options;
+  options.disable_function_signatures();  // written below: the typed one, and Python's for inspect
+  m.def("vector_add", &vector_add,
+        "vector_add(a, b)\n--\n\n"  // __text_signature__: inspect.signature reads (a, b)
+        "vector_add(a: Tensor, b: Tensor) -> Tensor\n\n"
+        "a + b, elementwise; a and b of one shape, dtype and device. Differentiable in both.");
 }
