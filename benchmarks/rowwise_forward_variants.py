@@ -60,6 +60,14 @@ variant 6: variant 1 with one row a block where a row is a warp or more (blocks 
            threads, each one row, one trip, no shared memory. The 16-bit norm forwards at
            4096 x 1024 stayed at x0.97-0.99 torch.compile with 4 rows a 128-thread block, and the
            elementwise map's gap at 2^20 was its code's shape (kernels/relu_scale/NOTES.md)
+variant 7: the norms only, Inductor's looped reduction (its triton_red_ kernels, which ran the
+           fp32 16384 x 4096 norms at 98% of the H200's copy ceiling where the register path
+           ran 93.5%): one row a 256-thread block, the row read twice, 2 vectors a thread a trip:
+           a first loop sums (LayerNorm: x minus the row's first element, and its square) with
+           its loads kept in L2 (createpolicy evict_last, as Inductor's first loop), then a second
+           loop reads the row again, marked evict_first, normalizes and writes. A thread holds 2
+           vectors, not its part of the row, so about 32 registers
+variant 8: variant 7 at 4 vectors a thread a trip (one trip at fp32 4096)
 
 ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
   shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
@@ -343,6 +351,106 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   if constexpr (kStaged) kwb::copy_async_wait<0>();
 }
 
+// L2 eviction priorities, as Triton's eviction_policy: a policy register, then loads that carry it.
+__device__ __forceinline__ uint64_t l2_policy_keep() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint64_t l2_policy_drop() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+
+// Variants 7 and 8: one row a block, read twice (module docstring).
+template <int kOp, typename T, int kBlock, int kVecs>
+__global__ void __launch_bounds__(kBlock)
+    rwv_fwd_reread(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                   float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t cols, float inv_cols, float eps) {
+  using V = V16<T>;
+  constexpr int kVec = V::kN, kWarps = kBlock / 32;
+  constexpr bool kCentered = kOp == kLayerNorm;
+  __shared__ float red[2][kWarps];
+  int parity = 0;
+  const int64_t r = blockIdx.x, nv = cols / kVec;
+  const T* xr = x + r * cols;
+  T* yr = y + r * cols;
+  const uint64_t keep = l2_policy_keep(), drop = l2_policy_drop();
+  // LayerNorm sums x - x[0] and its square: the variance as E[d^2] - E[d]^2 without the
+  // cancellation of raw moments where the mean is large
+  const float shift = kCentered ? static_cast<float>(xr[0]) : 0.f;
+  float s1 = 0.f, s2 = 0.f;
+  for (int64_t base = threadIdx.x; base < nv; base += static_cast<int64_t>(kBlock) * kVecs) {
+    uint4 v[kVecs];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
+      v[i] = c < nv ? ld16_policy(xr + c * kVec, keep) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (base + static_cast<int64_t>(i) * kBlock >= nv) break;
+      float f[kVec];
+      V::unpack(v[i], f);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float d = f[j] - shift;
+        s1 += d;
+        s2 += d * d;
+      }
+    }
+  }
+  float mean = 0.f, var;
+  if constexpr (kCentered) {
+    const float m1 = row_reduce<kBlock, kWarps, false>(s1, red, parity) * inv_cols;
+    var = fmaxf(row_reduce<kBlock, kWarps, false>(s2, red, parity) * inv_cols - m1 * m1, 0.f);
+    mean = shift + m1;
+  } else {
+    var = row_reduce<kBlock, kWarps, false>(s2, red, parity) * inv_cols;
+  }
+  const float rstd = rsqrtf(var + eps);
+  if (threadIdx.x == 0) {
+    if constexpr (kCentered) mean_out[r] = mean;
+    rstd_out[r] = rstd;
+  }
+  for (int64_t base = threadIdx.x; base < nv; base += static_cast<int64_t>(kBlock) * kVecs) {
+    uint4 v[kVecs], wv[kVecs], bv[kCentered ? kVecs : 1];
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
+      if (c < nv) {
+        v[i] = ld16_policy(xr + c * kVec, drop);
+        wv[i] = ld16(w + c * kVec);
+        if constexpr (kCentered) bv[i] = ld16(b + c * kVec);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
+      if (c >= nv) break;
+      float f[kVec], fw[kVec], o[kVec];
+      V::unpack(v[i], f);
+      V::unpack(wv[i], fw);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) o[j] = (f[j] - mean) * rstd * fw[j];
+      if constexpr (kCentered) {
+        float fb[kVec];
+        V::unpack(bv[i], fb);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) o[j] += fb[j];
+      }
+      st16(yr + c * kVec, V::pack(o));
+    }
+  }
+}
+
 struct Args {
   const void* x;
   const void* w;
@@ -385,6 +493,20 @@ const char* launch(const Args& a, cudaStream_t stream) {
   return kwb::last_launch_error();
 }
 
+template <int kOp, typename T, int kVecs>
+const char* launch_reread(const Args& a, cudaStream_t stream) {
+  if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
+    return "does not apply: the two-read row is the norms'";
+  } else {
+    if (a.rows == 0) return nullptr;
+    if (a.rows > 0x7fffffff) return "does not apply: one row a block, 2^31 - 1 rows at most";
+    rwv_fwd_reread<kOp, T, 256, kVecs><<<static_cast<unsigned>(a.rows), 256, 0, stream>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.b), static_cast<T*>(a.y), a.mean,
+        a.rstd, a.cols, 1.f / static_cast<float>(a.cols), a.eps);
+    return kwb::last_launch_error();
+  }
+}
+
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
 template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
@@ -422,6 +544,8 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
       }
       return "does not apply: the online reduction is softmax's";
     case 6: return four_vectors<kOp, T, 64, false, 32>(a, nv / 4, stream);
+    case 7: return launch_reread<kOp, T, 2>(a, stream);
+    case 8: return launch_reread<kOp, T, 4>(a, stream);
     default: return "no such variant";
   }
 }
@@ -480,7 +604,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
