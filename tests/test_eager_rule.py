@@ -82,3 +82,36 @@ def test_the_check_table_names_the_shape_of_the_worst_error():
                       inputs=lambda s, d, dev, g: (torch.randn(s, generator=g, device=dev).to(d),))
     (group,) = check_groups(report)
     assert group["worst"] == "199" and "rel L2" in check_text(report) and " at 199" in check_text(report)
+
+
+def _validation_case(reference, yardsticks=()):
+    from workbench.harness.cases import Case
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4099, generator=g, dtype=torch.float32)
+    case = Case("k", "op", None, reference, (x,), torch.float32, (4099,), 5, Tolerance(1e-6, 1e-6, 1e-7))
+    case.yardsticks = yardsticks
+    return case, x
+
+
+def test_bench_passes_a_kernel_as_far_off_as_the_vendor_op_and_no_further():
+    """bench validates kwb against eager's error, then against the vendor's (the fused op kwb may
+    call itself): a kernel with the vendor's error is timed; one with 3 times it is not, and the
+    reason names the vendor's error."""
+    from workbench.harness.benchmark import KWB, _validation_error
+
+    def exact(x):
+        return x * 2
+
+    noise = 1e-4 * torch.randn(4099, generator=torch.Generator().manual_seed(6))
+
+    def vendor(x):  # a vendor op with its own rounding, beyond the tolerance
+        return x * 2 + noise
+
+    case, _ = _validation_case(exact, (("vendor_op", vendor),))
+    refs = [exact(a.double()) for a in case.args]
+    assert _validation_error(KWB, vendor, case, refs, [torch.float32]) is None
+    wrong = _validation_error(KWB, lambda x: x * 2 + 3 * noise, case, refs, [torch.float32])
+    assert wrong is not None and "vendor_op's own error: max |err|" in wrong
+    bare, _ = _validation_case(exact)  # no vendor: the same kernel is not excused
+    assert _validation_error(KWB, vendor, bare, refs, [torch.float32]) is not None

@@ -43,6 +43,9 @@ class Case:
     flops: float | None = None
     baseline_tolerance: Tolerance | None = None  # how baselines are validated before timing
     functions: tuple = ()                      # the build's GPU functions (kwb_store.resources), for bench's columns
+    # (name, fn) whose own error against the reference the kernel may match where it misses its
+    # tolerance, after eager's: the vendor's fused op, which kwb may call itself
+    yardsticks: tuple = ()
 
 
 # ---- dtypes, seeds, errors ---------------------------------------------------------------

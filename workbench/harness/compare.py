@@ -137,9 +137,10 @@ def eager_scaled(tol: Tolerance, eager: Comparison) -> Tolerance:
 
 
 def compare_with_eager(out, eager_out, ref, tol: Tolerance, what: str = "output",
-                       expected_dtype: torch.dtype | None = None) -> Comparison:
+                       expected_dtype: torch.dtype | None = None, yardstick: str = "eager PyTorch") -> Comparison:
     """compare(out, ref, tol); where that fails, the verdict against eager_scaled(tol, eager's
-    own comparison), its reason naming eager's error when it still fails."""
+    own comparison), its reason naming eager's error when it still fails. yardstick names
+    eager_out where it is another library's output (a vendor's fused op)."""
     verdict = compare(out, ref, tol, what, expected_dtype)
     if verdict.passed or eager_out is None or verdict.reason.startswith(("shape", "dtype", "expected")):
         return verdict
@@ -149,7 +150,8 @@ def compare_with_eager(out, eager_out, ref, tol: Tolerance, what: str = "output"
     scaled = compare(out, ref, eager_scaled(tol, eager), what, expected_dtype)
     if scaled.passed:
         scaled.reason = ""
-        scaled.within_eager = f"within eager's own error (max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e})"
+        owner = "eager's" if yardstick == "eager PyTorch" else f"{yardstick}'s"
+        scaled.within_eager = f"within {owner} own error (max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e})"
         return scaled
-    verdict.reason += f"; eager PyTorch's own error: max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e}"
+    verdict.reason += f"; {yardstick}'s own error: max |err| {eager.max_abs:.3g}, rel L2 {eager.rel_l2:.2e}"
     return verdict
