@@ -163,6 +163,25 @@ __device__ __forceinline__ float row_reduce(float v, float (*red)[kWarps], int& 
   return v;
 }
 
+// A norm's output vector: (x - mean) * rstd * w (+ b, LayerNorm), from 16-byte vectors.
+template <typename T, bool kCentered>
+__device__ __forceinline__ uint4 normalized(const uint4& x, const uint4& w, const uint4& b, float mean, float rstd) {
+  using V = V16<T>;
+  constexpr int kVec = V::kN;
+  float f[kVec], fw[kVec], o[kVec];
+  V::unpack(x, f);
+  V::unpack(w, fw);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) o[j] = (f[j] - mean) * rstd * fw[j];
+  if constexpr (kCentered) {
+    float fb[kVec];
+    V::unpack(b, fb);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) o[j] += fb[j];
+  }
+  return V::pack(o);
+}
+
 // The row's (max, sum of exp(x - max)) from each thread's own pair in one reduction (variant 5):
 // a pair merges as (M, s_a e^(m_a - M) + s_b e^(m_b - M)), M = max(m_a, m_b); a side already at M
 // keeps its sum (no -inf - -inf).
@@ -330,20 +349,8 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
             if constexpr (kCentered) bv[i] = ld16(bl + (c + i) * kStride);
           }
 #pragma unroll
-          for (int i = 0; i < kChunk; ++i) {
-            float f[kVec], fw[kVec], o[kVec];
-            V::unpack(v[c + i], f);
-            V::unpack(wv[i], fw);
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) o[j] = (f[j] - mean) * rstd * fw[j];
-            if constexpr (kCentered) {
-              float fb[kVec];
-              V::unpack(bv[i], fb);
-#pragma unroll
-              for (int j = 0; j < kVec; ++j) o[j] += fb[j];
-            }
-            st16(yr + (c + i) * kStride, V::pack(o));
-          }
+          for (int i = 0; i < kChunk; ++i)
+            st16(yr + (c + i) * kStride, normalized<T, kCentered>(v[c + i], wv[i], bv[kCentered ? i : 0], mean, rstd));
         }
       }
     }
@@ -435,18 +442,7 @@ __global__ void __launch_bounds__(kBlock)
     for (int i = 0; i < kVecs; ++i) {
       const int64_t c = base + static_cast<int64_t>(i) * kBlock;
       if (c >= nv) break;
-      float f[kVec], fw[kVec], o[kVec];
-      V::unpack(v[i], f);
-      V::unpack(wv[i], fw);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) o[j] = (f[j] - mean) * rstd * fw[j];
-      if constexpr (kCentered) {
-        float fb[kVec];
-        V::unpack(bv[i], fb);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) o[j] += fb[j];
-      }
-      st16(yr + c * kVec, V::pack(o));
+      st16(yr + c * kVec, normalized<T, kCentered>(v[i], wv[i], bv[kCentered ? i : 0], mean, rstd));
     }
   }
 }
