@@ -110,8 +110,37 @@ def test_bench_passes_a_kernel_as_far_off_as_the_vendor_op_and_no_further():
 
     case, _ = _validation_case(exact, (("vendor_op", vendor),))
     refs = [exact(a.double()) for a in case.args]
-    assert _validation_error(KWB, vendor, case, refs, [torch.float32]) is None
-    wrong = _validation_error(KWB, lambda x: x * 2 + 3 * noise, case, refs, [torch.float32])
-    assert wrong is not None and "vendor_op's own error: max |err|" in wrong
+    wrong, excuse = _validation_error(KWB, vendor, case, refs, [torch.float32])
+    assert wrong is None and excuse.startswith("within vendor_op's own error (max |err|")
+    wrong, excuse = _validation_error(KWB, lambda x: x * 2 + 3 * noise, case, refs, [torch.float32])
+    assert wrong is not None and "vendor_op's own error: max |err|" in wrong and not excuse
     bare, _ = _validation_case(exact)  # no vendor: the same kernel is not excused
-    assert _validation_error(KWB, vendor, bare, refs, [torch.float32]) is not None
+    assert _validation_error(KWB, vendor, bare, refs, [torch.float32])[0] is not None
+
+
+def test_bench_skips_a_yardstick_that_raises_and_names_each_one_missed():
+    """A vendor op that cannot run on these inputs excuses nothing and is no error of the kernel's;
+    where eager and the vendor both miss, the reason gives both their errors."""
+    from workbench.harness.benchmark import KWB, _validation_error
+
+    g = torch.Generator().manual_seed(7)
+    eager_noise, vendor_noise = 1e-5 * torch.randn(4099, generator=g), 1e-4 * torch.randn(4099, generator=g)
+
+    def broken(x):
+        raise RuntimeError("no kernel image for this device")
+
+    case, _ = _validation_case(lambda x: x * 2 + eager_noise, (("broken_op", broken), ("vendor_op", lambda x: x * 2 + vendor_noise)))
+    refs = [a.double() * 2 for a in case.args]
+    wrong, excuse = _validation_error(KWB, lambda x: x * 2 + 10 * vendor_noise, case, refs, [torch.float32])
+    assert "eager PyTorch's own error" in wrong and "vendor_op's own error" in wrong and "broken_op" not in wrong
+    wrong, excuse = _validation_error(KWB, lambda x: x * 2 + vendor_noise, case, refs, [torch.float32])
+    assert wrong is None and "vendor_op's own error" in excuse
+
+
+def test_run_page_lists_the_rows_a_yardstick_excused():
+    from workbench.harness import results
+    from workbench.report.folder import index_text
+
+    note = "linear_gelu.linear_gelu_tanh float32 8192x4096x16384: kwb's output passed within addmm_activation's own error"
+    page = index_text(results.environment("cpu"), "kwb run", "", [], [], [], [], None, notes=[note])
+    assert f"- {note}" in page

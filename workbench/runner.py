@@ -29,6 +29,7 @@ class RunResult:
     builds: list = field(default_factory=list)
     checks: list = field(default_factory=list)
     bench_rows: list = field(default_factory=list)
+    bench_notes: list = field(default_factory=list)  # rows that passed only within a yardstick's own error
     seconds: dict = field(default_factory=dict)  # phase -> wall seconds: builds, checks, timing (and its parts), report
 
     @property
@@ -163,8 +164,11 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
             rep = benching.bench(k, device=device, baselines=baselines, seed=seed, session=session, backward=backward,
                                  progress=lambda: progress.advance(task), **timed(k))
             result.bench_rows += rep.rows
+            result.bench_notes += rep.notes
 
     quiet = session.quietness(result.bench_rows) if result.bench_rows else ""
+    for note in result.bench_notes:
+        console.print(f"note: {note}", soft_wrap=True)
     if quiet:
         console.print(quiet, soft_wrap=True)
     result.seconds["timing"] = time.monotonic() - clock
@@ -179,7 +183,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
     plot_paths = report_files.write_plots(folder, env.run_id)
     command = command or f"wb.run({names!r}, device={device!r}, out={str(out)!r})"
     index = report_files.index_text(env, command, notice, result.builds, result.checks, result.bench_rows, plot_paths,
-                                    session.ceiling / 1e9, quiet=quiet)
+                                    session.ceiling / 1e9, quiet=quiet, notes=result.bench_notes)
     # last: the earlier run's index.md and build.log stay until this one's are whole
     result.index = report_files.write_report(folder, env.run_id, report_files.build_log_text(result.builds), index)
     result.seconds["report"] = time.monotonic() - clock

@@ -160,6 +160,7 @@ class Plan:
     graphs: bool = True  # also time CUDA-graph replays of sizes under timing.GRAPH_THRESHOLD_US
     progress: Callable[[], None] | None = None  # called once per provider measured
     launches: bool = True  # profile one call of each kwb row on a GPU for its launch columns
+    notes: list[str] = field(default_factory=list)  # rows passed by a yardstick's error, in words
 
     def advance(self, n: int = 1) -> None:
         for _ in range(n if self.progress else 0):
@@ -227,32 +228,47 @@ def _error_rows(case: Case, providers, plan: Plan, message: str) -> list[dict]:
 # ---- timing one case -------------------------------------------------------------------------
 
 
-def _validation_error(provider: str, fn: Callable, case: Case, refs: list, wants: list) -> str | None:
-    """Why the provider's output is wrong (not timed then), or None. The kernel runs poisoned,
-    as in wb.check: unpoisoned, an element it never wrote can hold the right value by luck (seen
-    on torch 2.11: the output reused the block the reference just freed). Baselines run as they
-    are (deterministic mode is in torch.compile's guards), judged by their looser tolerance."""
+def _validation_error(provider: str, fn: Callable, case: Case, refs: list, wants: list) -> tuple[str | None, str]:
+    """Why the provider's output is wrong (not timed then), or None; and, where the kernel's
+    output passed only within a yardstick's own error, that yardstick's error in words. The
+    kernel runs poisoned, as in wb.check: unpoisoned, an element it never wrote can hold the
+    right value by luck (seen on torch 2.11: the output reused the block the reference just
+    freed). Baselines run as they are (deterministic mode is in torch.compile's guards), judged
+    by their looser tolerance; so do the yardsticks, which are baselines too."""
     tol = case.tolerance if provider == KWB else case.baseline_tolerance
     with poisoned_outputs() if provider == KWB else contextlib.nullcontext():
         outs = as_list(fn(*case.args))
     if len(outs) != len(refs):
-        return f"{len(outs)} outputs, the reference {len(refs)}"
+        return f"{len(outs)} outputs, the reference {len(refs)}", ""
     yardsticks = (("eager PyTorch", case.reference), *case.yardsticks) if provider == KWB else ()
-    theirs: dict[str, list] = {}  # each yardstick's outputs, run once where needed
+    theirs: dict[str, list | None] = {}  # each yardstick's outputs, run once where needed; None where it raised
+    excuses = []
     for i, (o, r, w) in enumerate(zip(outs, refs, wants)):
-        verdict = compare(o, r, tol, output_label(i, len(refs)), w)
+        label = output_label(i, len(refs))
+        first = verdict = compare(o, r, tol, label, w)
+        misses = []  # each yardstick's own error, where the kernel's is beyond it too
         # the kernel may be as far off as eager PyTorch itself, or as the vendor's op it may call
         for name, yardstick in yardsticks:
             if verdict.passed:
                 break
             if name not in theirs:
-                theirs[name] = as_list(yardstick(*case.args))
+                try:
+                    theirs[name] = as_list(yardstick(*case.args))
+                except Exception:  # noqa: BLE001 - a yardstick that cannot run excuses nothing
+                    theirs[name] = None
             mine = theirs[name]
-            verdict = compare_with_eager(o, mine[i] if i < len(mine) else None, r, tol, output_label(i, len(refs)), w,
-                                         yardstick=name)
+            if mine is None:
+                continue
+            verdict = compare_with_eager(o, mine[i] if i < len(mine) else None, r, tol, label, w, yardstick=name)
+            if not verdict.passed and verdict.reason != first.reason:
+                misses.append(verdict.reason[len(first.reason):].lstrip("; "))
+                verdict = first
         if not verdict.passed:
-            return verdict.reason if verdict.what == "output" else f"{verdict.what}: {verdict.reason}"
-    return None
+            reason = "; ".join([first.reason, *misses])
+            return (reason if first.what == "output" else f"{first.what}: {reason}"), ""
+        if verdict.within_eager:
+            excuses.append(f"{label} {verdict.within_eager}" if len(refs) > 1 else verdict.within_eager)
+    return None, "; ".join(excuses)
 
 
 def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: str | None = None,
@@ -314,13 +330,16 @@ def _rejected(case: Case, provider: str, fn: Callable, plan: Plan, refs: list, w
     started = time.perf_counter()
     try:
         with torch.no_grad():
-            wrong = _validation_error(provider, fn, case, refs, wants)
+            wrong, excuse = _validation_error(provider, fn, case, refs, wants)
     except Exception as e:  # noqa: BLE001 - one provider failing (a compile error, say) must not end the run
         return _row(case, provider, s.timer.method, None, plan, status=f"error: {error_text(e)}"[:300])
     finally:
         s.seconds["compile" if provider == COMPILE else "validate"] += time.perf_counter() - started
     if wrong is not None:
         return _row(case, provider, s.timer.method, None, plan, status=f"wrong result, not timed: {wrong}")
+    if excuse:
+        plan.notes.append(f"{case.kernel}.{case.op} {dtype_name(case.dtype)} {'x'.join(map(str, case.shape))}: "
+                          f"kwb's output passed {excuse}")
     return None
 
 
@@ -566,11 +585,11 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
                     launches)
         rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"),
                                bytes_moved, flops, tolerance, plan)
-        return BenchReport(plan.session.env, plan.session.ceiling, rows)
+        return BenchReport(plan.session.env, plan.session.ceiling, rows, plan.notes)
     kernel, device = kernel_and_device(target, device)
     plan = Plan(session or Session(device), chosen, graphs, progress, launches)
     rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, seed, backward, plan)
-    return BenchReport(plan.session.env, plan.session.ceiling, rows)
+    return BenchReport(plan.session.env, plan.session.ceiling, rows, plan.notes)
 
 
 def count_measurements(kernel, device: str, ops=None, dtypes=None, sizes=None, sweep=False, baselines=None,

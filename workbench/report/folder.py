@@ -94,7 +94,8 @@ def _point_latest(folder: Path, own: Path) -> None:
 
 
 def index_text(env: results.Environment, command: str, notice: str, builds: list[BuildRecord], checks: list,
-               bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None, quiet: str = "") -> str:
+               bench_rows: list[dict], plot_paths: list[Path], ceiling_gbps: float | None, quiet: str = "",
+               notes: list[str] = ()) -> str:
     lines = [f"# kwb run: {env.device_name}", ""]
     if notice:
         lines += [f"> **{notice}**", ""]
@@ -133,6 +134,9 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
             lines += [check_markdown(c), ""]
     if bench_rows:
         lines += ["## Every timing", "", bench_markdown(bench_rows), ""]
+    if notes:
+        lines += ["Timed rows whose output passed only within a baseline's own error against the float64 reference:", ""]
+        lines += [f"- {n}" for n in notes] + [""]
     lines += ["## Files", "", "- `bench.csv`, `check.csv`, `check_errors.csv`: every run appends; this run's rows carry its run id",
               "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`",
               "- `runs/<run id>/`: each finished run's page, build log and plots, kept; `latest` links the newest", ""]
