@@ -234,3 +234,15 @@ def test_relu_scale_rejects_half_on_cpu():
 def test_unknown_op_names_the_ops_there_are():
     with pytest.raises(AttributeError, match="has no op or function 'relu'; it has: relu_scale, relu_scale_backward"):
         _ = KERNELS["relu_scale"].relu
+
+
+def test_vector_adds_ops_py_registers_again_in_the_same_process():
+    """register(ops) run a second time for the same build (its ops.py imported again) returns the
+    same entry, and torch.compile still traces it as the op, with no duplicate-rule error."""
+    from workbench.jit.kernel import OpNamespace
+
+    k = KERNELS["vector_add"]
+    again = k._ops_module.register(OpNamespace(k.namespace, k.module))
+    assert again == {"vector_add": k.vector_add}
+    a = torch.randn(37)
+    torch.testing.assert_close(torch.compile(lambda x, y: again["vector_add"](x, y) * 2, fullgraph=True)(a, a), 4 * a)
