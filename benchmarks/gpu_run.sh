@@ -11,6 +11,8 @@
 #           in KWB_VARIANT_ARGS; ncu's kernels a regex in KWB_NCU_KERNELS),
 #           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
 #           the script takes --once (only when named)
+#   inductor benchmarks/inductor_kernels.py: torch.compile's Triton kernels and chosen configs for the
+#           kernels in KWB_INDUCTOR_KERNELS (options in KWB_INDUCTOR_ARGS), into <run>/inductor/ (only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel (KWB_SANITIZE_NAMES: some), racecheck
 #           where shared memory is used (beside the GPU suite: both judge correctness only)
@@ -145,6 +147,17 @@ if wants variants; then
   done
   cp -r "benchmarks/variants/$slug" "$run_dir/variants" 2>/dev/null
   fact variants_s "$(since "$t")"
+fi
+
+if wants inductor; then
+  t=$(now)
+  # shellcheck disable=SC2086  # KWB_INDUCTOR_ARGS: inductor_kernels.py's options ("--shape 4096x1024 --dtype bfloat16 --train")
+  python benchmarks/inductor_kernels.py ${KWB_INDUCTOR_KERNELS:-layernorm rmsnorm} ${KWB_INDUCTOR_ARGS:-} --out "$run_dir/inductor" \
+    > "$out/inductor_kernels.log" 2>&1
+  fact inductor_rc "$?"
+  fact inductor_s "$(since "$t")"
+  cp "$out/inductor_kernels.log" "$run_dir/inductor/" 2>/dev/null
+  grep -v "^\s*$" "$out/inductor_kernels.log" | tail -30
 fi
 
 # The GPU suite and the sanitizer judge correctness only, so they share the machine (and its
