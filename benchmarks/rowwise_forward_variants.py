@@ -66,8 +66,15 @@ variant 7: the norms only, Inductor's looped reduction (its triton_red_ kernels,
            a first loop sums (LayerNorm: x minus the row's first element, and its square) with
            its loads kept in L2 (createpolicy evict_last, as Inductor's first loop), then a second
            loop reads the row again, marked evict_first, normalizes and writes. A thread holds 2
-           vectors, not its part of the row, so about 32 registers
+           vectors, not its part of the row: 48 registers (LayerNorm) and 39 (RMSNorm) by ncu
 variant 8: variant 7 at 4 vectors a thread a trip (one trip at fp32 4096)
+variant 9: Inductor's own launch of the fp32 16384 x 4096 LayerNorm (its triton_red_ kernel at
+           XBLOCK=1, R0_BLOCK=2048, 16 warps, 32 registers: benchmarks/inductor_kernels.py):
+           variant 7 with blocks of 512 threads, 1 vector a thread a trip, a 32-register cap
+           (4 blocks, 2048 threads an SM: 100% theoretical occupancy, where variant 8 had 50%)
+variant 10: variant 9 at 2 vectors a thread a trip (Inductor's RMSNorm: R0_BLOCK=4096, one trip)
+variant 11: variant 10 at a 40-register cap (3 blocks of 512 an SM), for LayerNorm's weight and
+           bias vectors beside x's
 
 ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
   shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
@@ -376,41 +383,48 @@ __device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
   return v;
 }
 
-// Variants 7 and 8: one row a block, read twice (module docstring).
-template <int kOp, typename T, int kBlock, int kVecs>
-__global__ void __launch_bounds__(kBlock)
+// Variants 7 to 10: one row a block, read twice (module docstring). Each thread walks its own
+// pointers, so a trip's vectors sit at constant offsets from them (immediates in the loads):
+// indexing by a 64-bit column gave LayerNorm's 256 x 4 kernel 64 registers, by a 32-bit one 87.
+// kNv > 0: rows of kNv vectors, known to the compiler (trip counts and bounds folded, as in
+// Inductor's kernels, which are compiled for the shape); 0: cols / vector from the argument.
+// kLate: the weight and bias vectors loaded one output vector at a time, after the trip's x
+// vectors (3 x 4 vectors in flight were 48 registers of LayerNorm's 256 x 4 kernel's 80).
+template <int kOp, typename T, int kBlock, int kVecs, int kMinBlocks, int kNv, bool kLate = false>
+__global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd_reread(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
                    float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t cols, float inv_cols, float eps) {
   using V = V16<T>;
-  constexpr int kVec = V::kN, kWarps = kBlock / 32;
+  constexpr int kVec = V::kN, kWarps = kBlock / 32, kStride = kBlock * kVecs;
   constexpr bool kCentered = kOp == kLayerNorm;
   __shared__ float red[2][kWarps];
   int parity = 0;
-  const int64_t r = blockIdx.x, nv = cols / kVec;
+  const int64_t r = blockIdx.x;
+  const int nv = kNv > 0 ? kNv : static_cast<int>(cols / kVec), first = threadIdx.x;
   const T* xr = x + r * cols;
-  T* yr = y + r * cols;
-  const uint64_t keep = l2_policy_keep(), drop = l2_policy_drop();
   // LayerNorm sums x - x[0] and its square: the variance as E[d^2] - E[d]^2 without the
   // cancellation of raw moments where the mean is large
   const float shift = kCentered ? static_cast<float>(xr[0]) : 0.f;
   float s1 = 0.f, s2 = 0.f;
-  for (int64_t base = threadIdx.x; base < nv; base += static_cast<int64_t>(kBlock) * kVecs) {
-    uint4 v[kVecs];
+  {
+    const uint64_t keep = l2_policy_keep();
+    const T* px = xr + first * kVec;
+    for (int base = first; base < nv; base += kStride, px += kStride * kVec) {
+      uint4 v[kVecs];
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
-      v[i] = c < nv ? ld16_policy(xr + c * kVec, keep) : make_uint4(0u, 0u, 0u, 0u);
-    }
+      for (int i = 0; i < kVecs; ++i)
+        v[i] = base + i * kBlock < nv ? ld16_policy(px + i * kBlock * kVec, keep) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      if (base + static_cast<int64_t>(i) * kBlock >= nv) break;
-      float f[kVec];
-      V::unpack(v[i], f);
+      for (int i = 0; i < kVecs; ++i) {
+        if (base + i * kBlock >= nv) break;
+        float f[kVec];
+        V::unpack(v[i], f);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const float d = f[j] - shift;
-        s1 += d;
-        s2 += d * d;
+        for (int j = 0; j < kVec; ++j) {
+          const float d = f[j] - shift;
+          s1 += d;
+          s2 += d * d;
+        }
       }
     }
   }
@@ -427,22 +441,34 @@ __global__ void __launch_bounds__(kBlock)
     if constexpr (kCentered) mean_out[r] = mean;
     rstd_out[r] = rstd;
   }
-  for (int64_t base = threadIdx.x; base < nv; base += static_cast<int64_t>(kBlock) * kVecs) {
-    uint4 v[kVecs], wv[kVecs], bv[kCentered ? kVecs : 1];
+  const uint64_t drop = l2_policy_drop();
+  const T* px = xr + first * kVec;
+  const T* pw = w + first * kVec;
+  const T* pb = b + first * kVec;
+  T* py = y + r * cols + first * kVec;
+  for (int base = first; base < nv; base += kStride, px += kStride * kVec, pw += kStride * kVec, pb += kStride * kVec,
+           py += kStride * kVec) {
+    constexpr int kParams = kLate ? 1 : kVecs;
+    uint4 v[kVecs], wv[kParams], bv[kCentered ? kParams : 1];
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
-      if (c < nv) {
-        v[i] = ld16_policy(xr + c * kVec, drop);
-        wv[i] = ld16(w + c * kVec);
-        if constexpr (kCentered) bv[i] = ld16(b + c * kVec);
+      if (base + i * kBlock < nv) {
+        v[i] = ld16_policy(px + i * kBlock * kVec, drop);
+        if constexpr (!kLate) {
+          wv[i] = ld16(pw + i * kBlock * kVec);
+          if constexpr (kCentered) bv[i] = ld16(pb + i * kBlock * kVec);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
-      const int64_t c = base + static_cast<int64_t>(i) * kBlock;
-      if (c >= nv) break;
-      st16(yr + c * kVec, normalized<T, kCentered>(v[i], wv[i], bv[kCentered ? i : 0], mean, rstd));
+      if (base + i * kBlock >= nv) break;
+      const int k = kLate ? 0 : i;
+      if constexpr (kLate) {
+        wv[0] = ld16(pw + i * kBlock * kVec);
+        if constexpr (kCentered) bv[0] = ld16(pb + i * kBlock * kVec);
+      }
+      st16(py + i * kBlock * kVec, normalized<T, kCentered>(v[i], wv[k], bv[kCentered ? k : 0], mean, rstd));
     }
   }
 }
@@ -489,14 +515,18 @@ const char* launch(const Args& a, cudaStream_t stream) {
   return kwb::last_launch_error();
 }
 
-template <int kOp, typename T, int kVecs>
+template <int kOp, typename T, int kBlock, int kVecs, int kMinBlocks = 1, bool kLate = false>
 const char* launch_reread(const Args& a, cudaStream_t stream) {
+  constexpr int kNv4096 = 4096 / V16<T>::kN;  // rows of 4096, the shape Inductor's kernel is compiled for
   if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
     return "does not apply: the two-read row is the norms'";
   } else {
     if (a.rows == 0) return nullptr;
     if (a.rows > 0x7fffffff) return "does not apply: one row a block, 2^31 - 1 rows at most";
-    rwv_fwd_reread<kOp, T, 256, kVecs><<<static_cast<unsigned>(a.rows), 256, 0, stream>>>(
+    if (a.cols > 0x7fffffff) return "does not apply: rows of 2^31 - 1 elements at most";
+    auto kernel = a.cols == 4096 ? rwv_fwd_reread<kOp, T, kBlock, kVecs, kMinBlocks, kNv4096, kLate>
+                                 : rwv_fwd_reread<kOp, T, kBlock, kVecs, kMinBlocks, 0, kLate>;
+    kernel<<<static_cast<unsigned>(a.rows), kBlock, 0, stream>>>(
         static_cast<const T*>(a.x), static_cast<const T*>(a.w), static_cast<const T*>(a.b), static_cast<T*>(a.y), a.mean,
         a.rstd, a.cols, 1.f / static_cast<float>(a.cols), a.eps);
     return kwb::last_launch_error();
@@ -540,8 +570,15 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
       }
       return "does not apply: the online reduction is softmax's";
     case 6: return four_vectors<kOp, T, 64, false, 32>(a, nv / 4, stream);
-    case 7: return launch_reread<kOp, T, 2>(a, stream);
-    case 8: return launch_reread<kOp, T, 4>(a, stream);
+    case 7: return launch_reread<kOp, T, 256, 2>(a, stream);
+    case 8: return launch_reread<kOp, T, 256, 4>(a, stream);
+    case 9: return launch_reread<kOp, T, 512, 1, 4>(a, stream);  // 4 blocks of 512: 32 registers
+    case 10: return launch_reread<kOp, T, 512, 2, 4>(a, stream);
+    case 11: return launch_reread<kOp, T, 512, 2, 3>(a, stream);  // 3 blocks of 512: 40 registers
+    case 12: return launch_reread<kOp, T, 256, 4, 4>(a, stream);  // 4 blocks of 256: 64 registers
+    case 13: return launch_reread<kOp, T, 256, 4, 5>(a, stream);  // 5 blocks of 256: 48 registers
+    case 14: return launch_reread<kOp, T, 256, 4, 4, true>(a, stream);
+    case 15: return launch_reread<kOp, T, 512, 2, 4, true>(a, stream);
     default: return "no such variant";
   }
 }
@@ -600,7 +637,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
+VARIANTS = tuple(range(16))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under

@@ -121,7 +121,7 @@ def test_layernorm_zero_mean_unit_variance_per_row(k):
 def test_layernorm_statistics_hold_far_from_zero_and_with_an_outlier(k, cols, offset):
     """Rows around 1000 and rows with one value 1e4 away: a one-pass E[x^2] - E[x]^2 (or one
     shifted by an outlier) loses the variance there; the (count, mean, M2) merge must not.
-    4096: the register path; 20000: the two-pass path."""
+    4096: fp32's two-read path (norm_forward_reread); 20000: the two-pass path."""
     gen = torch.Generator(device="cuda").manual_seed(cols)
     x = torch.randn(4, cols, device="cuda", generator=gen) + offset
     x[1, 0] += 1e4                     # an outlier first in the row

@@ -4,6 +4,7 @@
 //
 // Forward, per row: the statistics (mean and rstd) from the row in registers, then
 // y = xhat * w (+ b), xhat = (x - mean) * rstd; mean and rstd are saved (fp32) for backward.
+// fp32 rows of 4096 are read twice instead, the second read from L2 (norm_forward_reread).
 // Bytes: read x, write y (predicted and measured: kernels/layernorm/NOTES.md, kernels/rmsnorm/NOTES.md).
 //
 // Backward, per row, with g = grad * w:
@@ -185,6 +186,118 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
         for (int j = 0; j < kVec; ++j) v[j] += bv[j];
       }
       store_vec<T, kVec>(y + r * p.cols + i * kVec, v);
+    }
+  }
+}
+
+// fp32 rows of 4096: one row a block of 256 threads, read twice, as Inductor's looped reduction
+// (its triton_red_ kernel: benchmarks/inductor_kernels.py). The first read, kept in L2
+// (evict_last), gives the statistics; the second, marked evict_first, is normalized and written.
+// So a thread holds one trip's 4 vectors, not its part of the row (48 registers for LayerNorm,
+// 40 for RMSNorm, against 64 and 53), and 5-6 blocks fit an SM where the register path fits 4: on the H200 at 16384 x 4096, 131 us
+// for LayerNorm and 128.5-129.7 for RMSNorm, against torch.compile's 129-130 and the register
+// path's 134-135 (benchmarks/rowwise_forward_variants.py, variants 12 and 14).
+constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
+
+__device__ __forceinline__ uint64_t l2_evict_last_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ float4 load_f4_hinted(const float* p, uint64_t policy) {
+  float4 v;
+  asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+
+// LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
+// 2 x 4 of theirs in flight took the kernel to 80 registers, 2 blocks an SM: 170 us);
+// RMSNorm's weight beside x (49 registers either way; 129.5 us against 131.2 loaded late).
+template <bool kCentered>
+__global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParams p) {
+  constexpr int kNv = kRereadCols / 4, kStride = kRereadBlock * kRereadVecs, kTrips = kNv / kStride;
+  static_assert(kNv % kStride == 0, "whole trips");
+  __shared__ float scratch[2][3 * 32];
+  RowReducer<3> reduce(scratch);
+  const int64_t r = blockIdx.x;
+  const int first = threadIdx.x * 4;  // this thread's first column; trip t, vector i: + (t * kStride + i * kRereadBlock) * 4
+  const float* xr = static_cast<const float*>(p.x) + r * kRereadCols + first;
+  // LayerNorm: each trip's (count, mean, M2) from its 16 values, merged (MeanM2Combine): the
+  // variance of centered values, whatever the row's offset or an outlier
+  float stats[3] = {0.f, 0.f, 0.f};
+  {
+    const uint64_t keep = l2_evict_last_policy();
+#pragma unroll
+    for (int t = 0; t < kTrips; ++t) {
+      float4 v[kRereadVecs];
+#pragma unroll
+      for (int i = 0; i < kRereadVecs; ++i) v[i] = load_f4_hinted(xr + (t * kStride + i * kRereadBlock) * 4, keep);
+      if constexpr (kCentered) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < kRereadVecs; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+        const float m = s * (1.f / (4 * kRereadVecs));
+        float m2 = 0.f;
+#pragma unroll
+        for (int i = 0; i < kRereadVecs; ++i)
+          m2 += (v[i].x - m) * (v[i].x - m) + (v[i].y - m) * (v[i].y - m) + (v[i].z - m) * (v[i].z - m) +
+                (v[i].w - m) * (v[i].w - m);
+        const float part[3] = {4.f * kRereadVecs, m, m2};
+        MeanM2Combine()(stats, part);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kRereadVecs; ++i) stats[0] += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+      }
+    }
+  }
+  constexpr float kInvCols = 1.f / kRereadCols;
+  float mean = 0.f, var;
+  if constexpr (kCentered) {
+    reduce.all_reduce(stats, kRereadBlock, MeanM2Combine());
+    mean = stats[1];
+    var = stats[2] * kInvCols;
+  } else {
+    var = reduce.sum(stats[0], kRereadBlock) * kInvCols;
+  }
+  const float rstd = rsqrtf(var + p.eps);
+  if (threadIdx.x == 0) {
+    if constexpr (kCentered) p.mean[r] = mean;
+    p.rstd[r] = rstd;
+  }
+  const float* w = static_cast<const float*>(p.weight) + first;
+  const float* b = static_cast<const float*>(p.bias) + first;
+  float* y = static_cast<float*>(p.y) + r * kRereadCols + first;
+  const uint64_t drop = l2_evict_first_policy();
+#pragma unroll
+  for (int t = 0; t < kTrips; ++t) {
+    float4 v[kRereadVecs];
+    Vec<float, 4> wv[kCentered ? 1 : kRereadVecs];
+#pragma unroll
+    for (int i = 0; i < kRereadVecs; ++i) {
+      const int at = (t * kStride + i * kRereadBlock) * 4;
+      v[i] = load_f4_hinted(xr + at, drop);
+      if constexpr (!kCentered) wv[i] = ldg_vec<float, 4>(w + at);
+    }
+#pragma unroll
+    for (int i = 0; i < kRereadVecs; ++i) {
+      const int at = (t * kStride + i * kRereadBlock) * 4;
+      const float in[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+      float out[4];
+      if constexpr (kCentered) {
+        const Vec<float, 4> wi = ldg_vec<float, 4>(w + at), bi = ldg_vec<float, 4>(b + at);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[j] = (in[j] - mean) * rstd * wi.v[j] + bi.v[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) out[j] = in[j] * rstd * wv[i].v[j];
+      }
+      store_vec<float, 4>(y + at, out);
     }
   }
 }
@@ -554,7 +667,9 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
   if (L.grid == 0 || p.cols == 0) return nullptr;
   const bool wide = vec > 1;
   const ExactRows e = exact_rows(p.rows, p.cols, vec, sizeof(T));
-  if (e.tpr > 0) {
+  if (sizeof(T) == 4 && wide && p.cols == kRereadCols && p.rows <= 0x7fffffff) {
+    norm_forward_reread<kCentered><<<static_cast<unsigned>(p.rows), kRereadBlock, 0, stream>>>(p);
+  } else if (e.tpr > 0) {
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
       norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
     });
