@@ -193,11 +193,12 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
 // fp32 rows of 4096: one row a block of 256 threads, read twice, as Inductor's looped reduction
 // (its triton_red_ kernel: benchmarks/inductor_kernels.py). The first read, kept in L2
 // (evict_last), gives the statistics; the second, marked evict_first, is normalized and written.
-// So a thread holds one trip's 4 vectors, not its part of the row (48 registers for LayerNorm,
-// 40 for RMSNorm, against 64 and 53), and 5-6 blocks fit an SM where the register path fits 4: on the H200 at 16384 x 4096, 131 us
-// for LayerNorm and 128.5-129.7 for RMSNorm, against torch.compile's 129-130 and the register
-// path's 134-135 (benchmarks/rowwise_forward_variants.py, variants 12 and 14).
+// So a thread holds 4 vectors at a time, not its part of the row, and fewer registers let more
+// blocks share an SM. On the H200 at 16384 x 4096 the variants this kernel follows ran
+// LayerNorm in 131 us and RMSNorm in 128.5-129.7, against torch.compile's 129-130 and the
+// register path's 134-135 (benchmarks/rowwise_forward_variants.py, variants 14 and 12).
 constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
+constexpr int kRereadWarps = kRereadBlock / 32, kRereadThreadCols = kRereadCols / kRereadBlock;  // 16 a thread
 
 __device__ __forceinline__ uint64_t l2_evict_last_policy() {
   uint64_t policy;
@@ -209,61 +210,91 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
+// Loads and stores as volatile asm, in program order: the measured variants were written so,
+// and the same kernel through __ldg / __stwb ran RMSNorm in 133 us, not 129.5.
 __device__ __forceinline__ float4 load_f4_hinted(const float* p, uint64_t policy) {
   float4 v;
   asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
   return v;
 }
+__device__ __forceinline__ float4 load_f4_readonly(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ void store_f4(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d));
+}
+
+// (mean, M2) of two halves of n values each, in place (Chan et al. with equal counts: no
+// division; MeanM2Combine's one a merge took LayerNorm from 131 to 143 us). Symmetric, so the
+// lanes of a butterfly agree bit for bit.
+__device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float other_mean, float other_m2, float n) {
+  const float d = other_mean - mean;
+  m2 = (m2 + other_m2) + d * d * (0.5f * n);
+  mean = 0.5f * (mean + other_mean);
+}
 
 // LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
 // 2 x 4 of theirs in flight took the kernel to 80 registers, 2 blocks an SM: 170 us);
-// RMSNorm's weight beside x (49 registers either way; 129.5 us against 131.2 loaded late).
+// RMSNorm's weight beside x (129.5 us against 131.2 loaded late).
 template <bool kCentered>
 __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParams p) {
-  constexpr int kNv = kRereadCols / 4, kStride = kRereadBlock * kRereadVecs, kTrips = kNv / kStride;
-  static_assert(kNv % kStride == 0, "whole trips");
-  __shared__ float scratch[2][3 * 32];
-  RowReducer<3> reduce(scratch);
+  constexpr int kStride = kRereadBlock * kRereadVecs * 4;  // columns a trip covers
+  static_assert(kRereadCols == kStride, "one trip a read");
+  __shared__ float scratch[2][kRereadWarps];
   const int64_t r = blockIdx.x;
-  const int first = threadIdx.x * 4;  // this thread's first column; trip t, vector i: + (t * kStride + i * kRereadBlock) * 4
+  const int first = threadIdx.x * 4;  // this thread's vector i starts at column first + i * kRereadBlock * 4
   const float* xr = static_cast<const float*>(p.x) + r * kRereadCols + first;
-  // LayerNorm: each trip's (count, mean, M2) from its 16 values, merged (MeanM2Combine): the
-  // variance of centered values, whatever the row's offset or an outlier
-  float stats[3] = {0.f, 0.f, 0.f};
+  float mean = 0.f, var;
   {
     const uint64_t keep = l2_evict_last_policy();
+    float4 v[kRereadVecs];
 #pragma unroll
-    for (int t = 0; t < kTrips; ++t) {
-      float4 v[kRereadVecs];
+    for (int i = 0; i < kRereadVecs; ++i) v[i] = load_f4_hinted(xr + i * kRereadBlock * 4, keep);
+    if constexpr (kCentered) {
+      // the thread's 16 values centered on their own mean, then merged pairwise: the variance of
+      // centered values, whatever the row's offset or an outlier
+      float s = 0.f;
 #pragma unroll
-      for (int i = 0; i < kRereadVecs; ++i) v[i] = load_f4_hinted(xr + (t * kStride + i * kRereadBlock) * 4, keep);
-      if constexpr (kCentered) {
-        float s = 0.f;
+      for (int i = 0; i < kRereadVecs; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
+      mean = s * (1.f / kRereadThreadCols);
+      float m2 = 0.f;
 #pragma unroll
-        for (int i = 0; i < kRereadVecs; ++i) s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
-        const float m = s * (1.f / (4 * kRereadVecs));
-        float m2 = 0.f;
+      for (int i = 0; i < kRereadVecs; ++i)
+        m2 += (v[i].x - mean) * (v[i].x - mean) + (v[i].y - mean) * (v[i].y - mean) + (v[i].z - mean) * (v[i].z - mean) +
+              (v[i].w - mean) * (v[i].w - mean);
+      float n = kRereadThreadCols;
 #pragma unroll
-        for (int i = 0; i < kRereadVecs; ++i)
-          m2 += (v[i].x - m) * (v[i].x - m) + (v[i].y - m) * (v[i].y - m) + (v[i].z - m) * (v[i].z - m) +
-                (v[i].w - m) * (v[i].w - m);
-        const float part[3] = {4.f * kRereadVecs, m, m2};
-        MeanM2Combine()(stats, part);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kRereadVecs; ++i) stats[0] += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+      for (int o = 1; o < 32; o <<= 1, n *= 2.f)
+        merge_equal_halves(mean, m2, __shfl_xor_sync(0xffffffffu, mean, o), __shfl_xor_sync(0xffffffffu, m2, o), n);
+      if ((threadIdx.x & 31) == 0) {
+        scratch[0][threadIdx.x / 32] = mean;
+        scratch[1][threadIdx.x / 32] = m2;
       }
+      __syncthreads();
+      float wm[kRereadWarps], wm2[kRereadWarps];
+#pragma unroll
+      for (int k = 0; k < kRereadWarps; ++k) {
+        wm[k] = scratch[0][k];
+        wm2[k] = scratch[1][k];
+      }
+#pragma unroll
+      for (int step = 1; step < kRereadWarps; step <<= 1, n *= 2.f)
+#pragma unroll
+        for (int k = 0; k < kRereadWarps; k += 2 * step) merge_equal_halves(wm[k], wm2[k], wm[k + step], wm2[k + step], n);
+      mean = wm[0];
+      var = wm2[0] * (1.f / kRereadCols);
+    } else {
+      float ss = 0.f;
+#pragma unroll
+      for (int i = 0; i < kRereadVecs; ++i) ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if ((threadIdx.x & 31) == 0) scratch[0][threadIdx.x / 32] = ss;
+      __syncthreads();
+      ss = 0.f;
+#pragma unroll
+      for (int k = 0; k < kRereadWarps; ++k) ss += scratch[0][k];
+      var = ss * (1.f / kRereadCols);
     }
-  }
-  constexpr float kInvCols = 1.f / kRereadCols;
-  float mean = 0.f, var;
-  if constexpr (kCentered) {
-    reduce.all_reduce(stats, kRereadBlock, MeanM2Combine());
-    mean = stats[1];
-    var = stats[2] * kInvCols;
-  } else {
-    var = reduce.sum(stats[0], kRereadBlock) * kInvCols;
   }
   const float rstd = rsqrtf(var + p.eps);
   if (threadIdx.x == 0) {
@@ -274,30 +305,21 @@ __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParam
   const float* b = static_cast<const float*>(p.bias) + first;
   float* y = static_cast<float*>(p.y) + r * kRereadCols + first;
   const uint64_t drop = l2_evict_first_policy();
+  float4 v[kRereadVecs], wv[kCentered ? 1 : kRereadVecs];
 #pragma unroll
-  for (int t = 0; t < kTrips; ++t) {
-    float4 v[kRereadVecs];
-    Vec<float, 4> wv[kCentered ? 1 : kRereadVecs];
+  for (int i = 0; i < kRereadVecs; ++i) {
+    v[i] = load_f4_hinted(xr + i * kRereadBlock * 4, drop);
+    if constexpr (!kCentered) wv[i] = load_f4_readonly(w + i * kRereadBlock * 4);
+  }
 #pragma unroll
-    for (int i = 0; i < kRereadVecs; ++i) {
-      const int at = (t * kStride + i * kRereadBlock) * 4;
-      v[i] = load_f4_hinted(xr + at, drop);
-      if constexpr (!kCentered) wv[i] = ldg_vec<float, 4>(w + at);
-    }
-#pragma unroll
-    for (int i = 0; i < kRereadVecs; ++i) {
-      const int at = (t * kStride + i * kRereadBlock) * 4;
-      const float in[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-      float out[4];
-      if constexpr (kCentered) {
-        const Vec<float, 4> wi = ldg_vec<float, 4>(w + at), bi = ldg_vec<float, 4>(b + at);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) out[j] = (in[j] - mean) * rstd * wi.v[j] + bi.v[j];
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) out[j] = in[j] * rstd * wv[i].v[j];
-      }
-      store_vec<float, 4>(y + at, out);
+  for (int i = 0; i < kRereadVecs; ++i) {
+    const int at = i * kRereadBlock * 4;
+    if constexpr (kCentered) {
+      const float4 wi = load_f4_readonly(w + at), bi = load_f4_readonly(b + at);
+      store_f4(y + at, (v[i].x - mean) * rstd * wi.x + bi.x, (v[i].y - mean) * rstd * wi.y + bi.y,
+               (v[i].z - mean) * rstd * wi.z + bi.z, (v[i].w - mean) * rstd * wi.w + bi.w);
+    } else {
+      store_f4(y + at, v[i].x * rstd * wv[i].x, v[i].y * rstd * wv[i].y, v[i].z * rstd * wv[i].z, v[i].w * rstd * wv[i].w);
     }
   }
 }
