@@ -194,9 +194,9 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
 // (its triton_red_ kernel: benchmarks/inductor_kernels.py). The first read, kept in L2
 // (evict_last), gives the statistics; the second, marked evict_first, is normalized and written.
 // So a thread holds 4 vectors at a time, not its part of the row, and fewer registers let more
-// blocks share an SM. On the H200 at 16384 x 4096 the variants this kernel follows ran
-// LayerNorm in 131 us and RMSNorm in 128.5-129.7, against torch.compile's 129-130 and the
-// register path's 134-135 (benchmarks/rowwise_forward_variants.py, variants 14 and 12).
+// blocks share an SM. On the H200 at 16384 x 4096 this kernel ran LayerNorm in 132.0 us and
+// RMSNorm in 132.8, the register path 135.3 and 135.5, torch.compile 129.4-130.1 (kwb run --full;
+// the variants it follows, 14 and 12 of benchmarks/rowwise_forward_variants.py, 130.4 and 129.4).
 constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
 constexpr int kRereadWarps = kRereadBlock / 32, kRereadThreadCols = kRereadCols / kRereadBlock;  // 16 a thread
 
