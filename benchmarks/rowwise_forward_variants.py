@@ -75,6 +75,26 @@ variant 9: Inductor's own launch of the fp32 16384 x 4096 LayerNorm (its triton_
 variant 10: variant 9 at 2 vectors a thread a trip (Inductor's RMSNorm: R0_BLOCK=4096, one trip)
 variant 11: variant 10 at a 40-register cap (3 blocks of 512 an SM), for LayerNorm's weight and
            bias vectors beside x's
+variant 12: variant 8 at a 64-register cap (4 blocks of 256 an SM)
+variant 13: variant 8 at a 48-register cap (5 blocks of 256 an SM)
+variant 14: variant 12 with the weight (and bias) vectors loaded one output vector at a time,
+           after the trip's x vectors (LayerNorm: 48 registers, no spills, where loading them
+           beside x took 80)
+variant 15: variant 10 with the late weight loads of variant 14
+variant 16: the shipped norm_forward_reread (fp32) held to 5 blocks an SM by unused shared memory:
+           RMSNorm's has 40 registers (6 blocks an SM) and ran 133 us where variant 12 (49, 5
+           blocks) ran 129.4; this asks whether the sixth block is the cause (variant 8 at a
+           40-register cap spilled 350-380 bytes, so it cannot ask)
+Variants 7-16 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
+kernels for the shape); every other length reads it from the argument.
+
+Measured on the H200 at fp32 16384 x 4096 (us; torch.compile 128.9-130.1 in the same runs; the
+register path, variant 0 before 7fb9119, 134.1-134.8; benchmarks/results/nvidia-h200/):
+  LayerNorm  v7 136.0-136.7, v8 130.5 (64-bit indices, 64 registers) / 168.5-171.9 (80-87
+             registers), v9 147.0-148.8, v10 247.8-314.2 (spills), v11 176.6, v12 147.6-149.1,
+             v14 130.4-131.2, v15 134.3; shipped (norm_forward_reread) 131.8
+  RMSNorm    v7 130.8-131.5, v8 128.5-134.8, v9 140.3-141.1, v10 129.3-146.6, v11 137.2,
+             v12 129.4-129.5, v14 130.7-131.2, v15 130.8; shipped 133.0
 
 ptxas (nvcc 13.0, sm_90), registers / spill bytes, at 4096 x 1024 | 16384 x 4096:
   shipped       softmax fp32 63 | 63, bf16 64 | 64; layernorm fp32 63 | 63, bf16 64 + 16 B
@@ -97,6 +117,7 @@ import torch.nn.functional as F
 import workbench as wb
 
 CUDA = r"""
+#include "kwb_norm.cuh"
 #include "kwb_rowwise.cuh"
 
 namespace rwv {
@@ -365,17 +386,10 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   if constexpr (kStaged) kwb::copy_async_wait<0>();
 }
 
-// L2 eviction priorities, as Triton's eviction_policy: a policy register, then loads that carry it.
-__device__ __forceinline__ uint64_t l2_policy_keep() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ uint64_t l2_policy_drop() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-  return p;
-}
+// L2 eviction priorities, as Triton's eviction_policy: a policy register (kwb_norm.cuh's), then
+// loads that carry it.
+__device__ __forceinline__ uint64_t l2_policy_keep() { return kwb::l2_evict_last_policy(); }
+__device__ __forceinline__ uint64_t l2_policy_drop() { return kwb::l2_evict_first_policy(); }
 __device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
   uint4 v;
   asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
@@ -533,6 +547,28 @@ const char* launch_reread(const Args& a, cudaStream_t stream) {
   }
 }
 
+// Variant 16: the shipped norm_forward_reread (kwb_norm.cuh) with 40 KB of unused dynamic shared
+// memory a block, so 5 blocks fit an SM where its registers allow RMSNorm's 6.
+template <int kOp, typename T>
+const char* shipped_reread_5_blocks(const Args& a, cudaStream_t stream) {
+  if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
+    return "does not apply: the shipped two-read kernel is the fp32 norms'";
+  } else {
+    if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
+    if (a.rows == 0) return nullptr;
+    constexpr size_t kPad = 40 << 10;  // 6 x (40 KB + 1 KB reserved) > 228 KB >= 5 x 41 KB
+    auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
+    static const bool carved = [&] {  // all 228 KB as shared memory: the padding, not the carveout, decides
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+      return true;
+    }();
+    (void)carved;
+    const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
+    kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, kPad, stream>>>(p);
+    return kwb::last_launch_error();
+  }
+}
+
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
 template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
@@ -579,6 +615,7 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 13: return launch_reread<kOp, T, 256, 4, 5>(a, stream);  // 5 blocks of 256: 48 registers
     case 14: return launch_reread<kOp, T, 256, 4, 4, true>(a, stream);
     case 15: return launch_reread<kOp, T, 512, 2, 4, true>(a, stream);
+    case 16: return shipped_reread_5_blocks<kOp, T>(a, stream);
     default: return "no such variant";
   }
 }
@@ -637,7 +674,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(16))
+VARIANTS = tuple(range(17))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
