@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import workbench as wb
+from workbench.jit.sources import kernels_dir
 
 pytestmark = pytest.mark.nvcc
 
@@ -101,3 +102,20 @@ int main(int argc, char** argv) {
     out = subprocess.run([str(exe), *pairs], check=False, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-2000:]
     assert ", wrong 0" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cu", sorted(p.name for p in kernels_dir().glob("*/*.cu")))
+def test_every_shipped_cu_compiles_for_a_pre_ampere_gpu(cu, tmp_path):
+    """sm_75 (a T4): kernels that use sm_80+ PTX (cp.async, L2 cache hints) must keep a fallback,
+    or a user who builds for an older GPU cannot build the kernel at all."""
+    import subprocess
+
+    from workbench.jit import toolchain
+
+    source = next(kernels_dir().glob(f"*/{cu}"))
+    include = Path(wb.__file__).resolve().parent / "jit" / "include"
+    cmd = [str(toolchain.nvcc_path()), "-arch=sm_75", "-O1", "-std=c++17", f"-I{kernels_dir() / 'common'}", f"-I{include}",
+           "-c", str(source), "-o", str(tmp_path / "unit.o")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -193,29 +193,41 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
 // fp32 rows of 4096: one row a block of 256 threads, read twice, as Inductor's looped reduction
 // (its triton_red_ kernel: benchmarks/inductor_kernels.py). The first read, kept in L2
 // (evict_last), gives the statistics; the second, marked evict_first, is normalized and written.
-// So a thread holds 4 vectors at a time, not its part of the row, and fewer registers let more
-// blocks share an SM. On the H200 at 16384 x 4096 this kernel ran LayerNorm in 132.0 us and
-// RMSNorm in 132.8, the register path 135.3 and 135.5, torch.compile 129.4-130.1 (kwb run --full;
-// the variants it follows, 14 and 12 of benchmarks/rowwise_forward_variants.py, 130.4 and 129.4).
+// So a thread's 4 vectors are not held through the reductions and the store, and fewer registers
+// let more blocks share an SM. On the H200 at 16384 x 4096 (kwb run --full) this kernel ran
+// LayerNorm in 132.0 us and RMSNorm in 132.8, the register path 135.3 and 135.5, torch.compile
+// 129.4-130.0; the variants it follows (14 and 12 of benchmarks/rowwise_forward_variants.py)
+// 130.4 and 129.4 beside compile's 130.1 and 129.4.
 constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
 constexpr int kRereadWarps = kRereadBlock / 32, kRereadThreadCols = kRereadCols / kRereadBlock;  // 16 a thread
 
+// L2 policies and hinted loads are sm_80+; before that the loads are plain (and the policy unused).
 __device__ __forceinline__ uint64_t l2_evict_last_policy() {
-  uint64_t policy;
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+#endif
   return policy;
 }
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
   return policy;
 }
-// Loads and stores as volatile asm, in program order: the measured variants were written so,
-// and the same kernel through __ldg / __stwb ran RMSNorm in 133 us, not 129.5.
+// Loads and stores as volatile asm, in program order, as the variants it follows were written
+// (the first build, through __ldg / __stwb and with MeanM2Combine's division a merge, ran
+// LayerNorm at 143 us and RMSNorm at 133).
 __device__ __forceinline__ float4 load_f4_hinted(const float* p, uint64_t policy) {
   float4 v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+#else
+  (void)policy;
+  asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+#endif
   return v;
 }
 __device__ __forceinline__ float4 load_f4_readonly(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
@@ -224,8 +236,8 @@ __device__ __forceinline__ void store_f4(float* p, float a, float b, float c, fl
 }
 
 // (mean, M2) of two halves of n values each, in place (Chan et al. with equal counts: no
-// division; MeanM2Combine's one a merge took LayerNorm from 131 to 143 us). Symmetric, so the
-// lanes of a butterfly agree bit for bit.
+// division, where MeanM2Combine divides at every merge). Symmetric, so the lanes of a butterfly
+// agree bit for bit.
 __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float other_mean, float other_m2, float n) {
   const float d = other_mean - mean;
   m2 = (m2 + other_m2) + d * d * (0.5f * n);
@@ -233,8 +245,8 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 }
 
 // LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
-// 2 x 4 of theirs in flight took the kernel to 80 registers, 2 blocks an SM: 170 us);
-// RMSNorm's weight beside x (129.5 us against 131.2 loaded late).
+// 2 x 4 of theirs in flight took the variant to 82 registers, 2 blocks an SM: 170 us);
+// RMSNorm's weight beside x (variant 12 129.5 us, loaded late 131.2).
 template <bool kCentered>
 __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParams p) {
   constexpr int kStride = kRereadBlock * kRereadVecs * 4;  // columns a trip covers
@@ -302,7 +314,7 @@ __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParam
     p.rstd[r] = rstd;
   }
   const float* w = static_cast<const float*>(p.weight) + first;
-  const float* b = static_cast<const float*>(p.bias) + first;
+  const float* b = kCentered ? static_cast<const float*>(p.bias) + first : nullptr;  // RMSNorm has none
   float* y = static_cast<float*>(p.y) + r * kRereadCols + first;
   const uint64_t drop = l2_evict_first_policy();
   float4 v[kRereadVecs], wv[kCentered ? 1 : kRereadVecs];
