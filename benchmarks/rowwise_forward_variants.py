@@ -76,21 +76,23 @@ variant 10: variant 9 at 2 vectors a thread a trip (Inductor's RMSNorm: R0_BLOCK
 variant 11: variant 10 at a 40-register cap (3 blocks of 512 an SM), for LayerNorm's weight and
            bias vectors beside x's
 variant 12: variant 8 at a 64-register cap (4 blocks of 256 an SM)
-variant 13: variant 8 at a 48-register cap (5 blocks of 256 an SM)
+variant 13: variant 8 at a 48-register cap (5 blocks of 256 an SM): LayerNorm spilled 256-264 bytes
+           in fp32 (not run)
 variant 14: variant 12 with the weight (and bias) vectors loaded one output vector at a time,
            after the trip's x vectors (LayerNorm: 48 registers, no spills, where loading them
-           beside x took 80)
+           beside x took 82)
 variant 15: variant 10 with the late weight loads of variant 14
-variant 16: the shipped norm_forward_reread (fp32) held to 5 blocks an SM by unused shared memory:
-           RMSNorm's has 40 registers (6 blocks an SM) and ran 133 us where variant 12 (49, 5
-           blocks) ran 129.4; this asks whether the sixth block is the cause (variant 8 at a
-           40-register cap spilled 350-380 bytes, so it cannot ask)
-Variants 7-16 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
+variant 16: the shipped norm_forward_reread (fp32) held to 4 blocks an SM by unused shared memory:
+           RMSNorm's has 40 registers (6 blocks an SM) and ran 133 us where variant 12 (49
+           registers, so 4 blocks of 256: ncu's register limit 4, 50% theoretical occupancy)
+           ran 129.4; this asks whether occupancy is why
+variant 17: the same held to 5 blocks an SM (LayerNorm's 47 registers give it 5 already)
+Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
-Measured on the H200 at fp32 16384 x 4096 (us; torch.compile 128.9-130.1 in the same runs; the
-register path, variant 0 before 7fb9119, 134.1-134.8; benchmarks/results/nvidia-h200/):
-  LayerNorm  v7 136.0-136.7, v8 130.5 (64-bit indices, 64 registers) / 168.5-171.9 (80-87
+Measured on the H200 at fp32 16384 x 4096 (us; torch.compile 128.5-130.1 in the same runs; the
+register path, variant 0 before 7fb9119, 134.1-135.6; benchmarks/results/nvidia-h200/):
+  LayerNorm  v7 136.0-136.7, v8 130.5 (64-bit indices, 64 registers) / 168.5-171.9 (82-87
              registers), v9 147.0-148.8, v10 247.8-314.2 (spills), v11 176.6, v12 147.6-149.1,
              v14 130.4-131.2, v15 134.3; shipped (norm_forward_reread) 131.8
   RMSNorm    v7 130.8-131.5, v8 128.5-134.8, v9 140.3-141.1, v10 129.3-146.6, v11 137.2,
@@ -403,7 +405,7 @@ __device__ __forceinline__ uint4 ld16_policy(const void* p, uint64_t policy) {
 // kNv > 0: rows of kNv vectors, known to the compiler (trip counts and bounds folded, as in
 // Inductor's kernels, which are compiled for the shape); 0: cols / vector from the argument.
 // kLate: the weight and bias vectors loaded one output vector at a time, after the trip's x
-// vectors (3 x 4 vectors in flight were 48 registers of LayerNorm's 256 x 4 kernel's 80).
+// vectors (3 x 4 vectors in flight were 48 registers of LayerNorm's 256 x 4 kernel's 82).
 template <int kOp, typename T, int kBlock, int kVecs, int kMinBlocks, int kNv, bool kLate = false>
 __global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd_reread(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -547,16 +549,18 @@ const char* launch_reread(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variant 16: the shipped norm_forward_reread (kwb_norm.cuh) with 40 KB of unused dynamic shared
-// memory a block, so 5 blocks fit an SM where its registers allow RMSNorm's 6.
-template <int kOp, typename T>
-const char* shipped_reread_5_blocks(const Args& a, cudaStream_t stream) {
+// Variants 16 and 17: the shipped norm_forward_reread (kwb_norm.cuh) with unused dynamic shared
+// memory, so that kBlocks blocks fit an SM where its registers allow more (RMSNorm's 40: 6).
+template <int kOp, typename T, int kBlocks>
+const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
   if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
     return "does not apply: the shipped two-read kernel is the fp32 norms'";
   } else {
     if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
     if (a.rows == 0) return nullptr;
-    constexpr size_t kPad = 40 << 10;  // 6 x (40 KB + 1 KB reserved) > 228 KB >= 5 x 41 KB
+    // 228 KB of shared memory an SM, 1 KB reserved a block: 4 blocks at 48 KB (5 x 49 > 228),
+    // 5 at 40 KB (6 x 41 > 228 >= 5 x 41); at most 48 KB without opting in
+    constexpr size_t kPad = (kBlocks == 4 ? 48 : 40) << 10;
     auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
     static const bool carved = [&] {  // all 228 KB as shared memory: the padding, not the carveout, decides
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
@@ -615,7 +619,8 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 13: return launch_reread<kOp, T, 256, 4, 5>(a, stream);  // 5 blocks of 256: 48 registers
     case 14: return launch_reread<kOp, T, 256, 4, 4, true>(a, stream);
     case 15: return launch_reread<kOp, T, 512, 2, 4, true>(a, stream);
-    case 16: return shipped_reread_5_blocks<kOp, T>(a, stream);
+    case 16: return shipped_reread_held<kOp, T, 4>(a, stream);
+    case 17: return shipped_reread_held<kOp, T, 5>(a, stream);
     default: return "no such variant";
   }
 }
@@ -674,7 +679,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(17))
+VARIANTS = tuple(range(18))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
