@@ -8,6 +8,11 @@ Rows of 20000 fp32 values around 1000 with one value 1e4 away, as the GPU test b
 - "chan": the shipped path, each 4-value vector's (count, mean, M2) merged into a thread's
   running triple, then across 1024 threads by the same merge (warp butterfly, then warps in
   order), as kwb_norm.cuh's norm_forward_loop and kwb_rowwise.cuh's RowReducer do.
+And rows of 4096 (fp32's norm_forward_reread), the same offset and outlier:
+- "shifted" as above;
+- "equal halves": the shipped kernel, each thread's 16 values (columns 4t + 1024i + j) centered on
+  their own mean, then merged in equal halves (no division) over the warp's butterfly and a tree
+  over its 8 warps.
 """
 from __future__ import annotations
 
@@ -61,20 +66,50 @@ def shifted(x):
     return float(x[0] + ds), float(ss.sum(dtype=f) / n - ds * ds)
 
 
-def main() -> None:
-    rng = np.random.default_rng(0)
-    worst = {"shifted": [0.0, 0.0], "chan": [0.0, 0.0]}
+def merge_equal_halves(mean, m2, other_mean, other_m2, n):
+    d = (other_mean - mean).astype(f)
+    return (f(0.5) * (mean + other_mean)).astype(f), ((m2 + other_m2) + d * d * f(0.5 * n)).astype(f)
+
+
+def equal_halves(x):
+    """norm_forward_reread's statistics of a row of 4096 (256 threads of 16 values)."""
+    v = x.reshape(4, 256, 4).transpose(1, 0, 2).reshape(256, 16)  # thread t: columns 4t + 1024i + j
+    mean = (v.sum(1, dtype=f) * f(1 / 16)).astype(f)
+    m2 = ((v - mean[:, None]) ** 2).sum(1, dtype=f).astype(f)
+    n, lanes = 16.0, np.arange(256)
+    for o in (1, 2, 4, 8, 16):  # the butterfly within each warp
+        mean, m2 = merge_equal_halves(mean, m2, mean[lanes ^ o], m2[lanes ^ o], n)
+        n *= 2
+    wm, wm2 = mean[::32].copy(), m2[::32].copy()  # each warp's, as its lane 0 writes them
+    step = 1
+    while step < 8:
+        for k in range(0, 8, 2 * step):
+            wm[k], wm2[k] = merge_equal_halves(wm[k], wm2[k], wm[k + step], wm2[k + step], n)
+        step, n = step * 2, n * 2
+    return float(wm[0]), float(wm2[0] / f(len(x)))
+
+
+def worst_errors(cols: int, methods, rng) -> dict:
+    worst = {name: [0.0, 0.0] for name, _ in methods}
     for _ in range(20):
-        x = (rng.standard_normal(COLS) + 1e3).astype(f)
+        x = (rng.standard_normal(cols) + 1e3).astype(f)
         x[0] += f(1e4)
         xd = x.astype(np.float64)
-        for name, fn in (("shifted", shifted), ("chan", chan)):
+        for name, fn in methods:
             mean, var = fn(x)
             w = worst[name]
             w[0] = max(w[0], abs(mean - xd.mean()))
             w[1] = max(w[1], abs(var - xd.var()) / xd.var())
-    for name, (em, ev) in worst.items():
-        print(f"{name:8s} mean abs error {em:.1e}   variance relative error {ev:.1e}")
+    return worst
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    for cols, methods in ((COLS, (("shifted", shifted), ("chan", chan))),
+                          (4096, (("shifted", shifted), ("equal halves", equal_halves)))):
+        print(f"rows of {cols}")
+        for name, (em, ev) in worst_errors(cols, methods, rng).items():
+            print(f"  {name:12s} mean abs error {em:.1e}   variance relative error {ev:.1e}")
 
 
 if __name__ == "__main__":
