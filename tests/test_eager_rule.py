@@ -144,3 +144,25 @@ def test_run_page_lists_the_rows_a_yardstick_excused():
     note = "linear_gelu.linear_gelu_tanh float32 8192x4096x16384: kwb's output passed within addmm_activation's own error"
     page = index_text(results.environment("cpu"), "kwb run", "", [], [], [], [], None, notes=[note])
     assert f"- {note}" in page
+
+
+def test_a_row_a_yardstick_excuses_is_noted_in_the_plan_and_the_report_text():
+    """_rejected passes the kernel's output within the vendor op's error and says so in the
+    plan's notes, which the bench report carries and prints."""
+    from workbench.harness import results
+    from workbench.harness.benchmark import KWB, BenchReport, Plan, Session, _rejected
+    from workbench.report.render import bench_text
+
+    noise = 1e-4 * torch.randn(4099, generator=torch.Generator().manual_seed(6))
+
+    def exact(x):
+        return x * 2
+
+    case, _ = _validation_case(exact, (("vendor_op", lambda x: x * 2 + noise),))
+    refs = [exact(a.double()) for a in case.args]
+    plan = Plan(Session("cpu", results.environment("cpu"), ceiling=1e10))
+    assert _rejected(case, KWB, lambda x: x * 2 + noise, plan, refs, [torch.float32]) is None
+    assert len(plan.notes) == 1 and "k.op float32 4099: kwb's output passed within vendor_op's own error" in plan.notes[0]
+    assert _rejected(case, KWB, exact, plan, refs, [torch.float32]) is None and len(plan.notes) == 1  # exact: no note
+    report = BenchReport(plan.session.env, plan.session.ceiling, [], plan.notes)
+    assert f"note: {plan.notes[0]}" in bench_text(report)

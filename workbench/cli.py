@@ -311,6 +311,8 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
         report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
                                 graphs=not no_graphs, session=sessions[dev], backward=backward, launches=not no_launches)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
+        for note in report.notes:
+            out.print(f"note: {escape(note)}", soft_wrap=True)
         if out_dir is not None:
             out.print(f"appended {counted(len(report.rows), 'row')} to {report.save(out_dir)}")
         return not report.failures

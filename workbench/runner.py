@@ -168,7 +168,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
 
     quiet = session.quietness(result.bench_rows) if result.bench_rows else ""
     for note in result.bench_notes:
-        console.print(f"note: {note}", soft_wrap=True)
+        console.print(f"note: {escape(note)}", soft_wrap=True)
     if quiet:
         console.print(quiet, soft_wrap=True)
     result.seconds["timing"] = time.monotonic() - clock

@@ -135,7 +135,7 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
     if bench_rows:
         lines += ["## Every timing", "", bench_markdown(bench_rows), ""]
     if notes:
-        lines += ["Timed rows whose output passed only within a baseline's own error against the float64 reference:", ""]
+        lines += ["Rows whose output passed only within a baseline's own error against the float64 reference:", ""]
         lines += [f"- {n}" for n in notes] + [""]
     lines += ["## Files", "", "- `bench.csv`, `check.csv`, `check_errors.csv`: every run appends; this run's rows carry its run id",
               "- `build.log`: this run's builds", "- `plots/`: PNG and SVG of each figure, redrawn with `workbench.plots.plot_results(folder)`",

@@ -209,6 +209,7 @@ def bench_text(report) -> str:
     headers = _headers(report.rows)
     lines = [bench_header(report.env, report.ceiling / 1e9), " | ".join(headers)]
     lines += [" | ".join(bench_cells(r, "× vendor" in headers, LAUNCH_HEADERS[0] in headers)) for r in report.rows]
+    lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
 
 
@@ -227,8 +228,8 @@ def bench_markdown(rows: list[dict], env=None) -> str:
 
 
 def bench_report_markdown(report) -> str:
-    """A BenchReport in a notebook: the environment line, then every row."""
-    return bench_markdown(report.rows, report.env)
+    """A BenchReport in a notebook: the environment line, every row, then its notes."""
+    return "\n".join([bench_markdown(report.rows, report.env), *(f"\n*note: {n}*" for n in report.notes)])
 
 
 def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
