@@ -155,7 +155,8 @@ fi
 
 if wants inductor; then
   t=$(now)
-  # shellcheck disable=SC2086  # KWB_INDUCTOR_ARGS: inductor_kernels.py's options ("--shape 4096x1024 --dtype bfloat16 --train")
+  mkdir -p "$run_dir/inductor"
+  # shellcheck disable=SC2086  # KWB_INDUCTOR_ARGS: inductor_kernels.py's options ("--shapes 4096x1024 --dtypes bfloat16 --train")
   python benchmarks/inductor_kernels.py ${KWB_INDUCTOR_KERNELS:-layernorm rmsnorm} ${KWB_INDUCTOR_ARGS:-} --out "$run_dir/inductor" \
     > "$out/inductor_kernels.log" 2>&1
   fact inductor_rc "$?"

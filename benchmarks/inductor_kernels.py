@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from workbench.harness.cases import draw_inputs
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,15 +40,11 @@ def autotuners() -> list:
 def describe(tuner) -> str:
     """One Triton kernel as launched: its name, the chosen config, registers and spills."""
     name = getattr(tuner, "inductor_meta", {}).get("kernel_name") or getattr(getattr(tuner, "fn", None), "__name__", "?")
-    launchers = getattr(tuner, "launchers", None) or []
-    if not launchers:
-        return f"{name}: not launched"
-    launcher = launchers[0]
+    launcher = (getattr(tuner, "launchers", None) or [None])[0]
     config = getattr(launcher, "config", None)
     fields = {"config": getattr(config, "kwargs", None), "num_warps": getattr(config, "num_warps", None),
               "num_stages": getattr(config, "num_stages", None), "n_regs": getattr(launcher, "n_regs", None),
-              "n_spills": getattr(launcher, "n_spills", None), "shared": getattr(launcher, "shared", None),
-              "configs_tried": len(getattr(tuner, "configs", []) or [])}
+              "n_spills": getattr(launcher, "n_spills", None), "shared": getattr(launcher, "shared", None)}
     return f"{name}: " + ", ".join(f"{k}={v}" for k, v in fields.items())
 
 
@@ -75,8 +73,7 @@ def show(op, shape, dtype, device: str, train: bool, out: Path, tag: str) -> Non
     print each new Triton kernel's launch."""
     from torch._inductor.utils import run_and_get_code
 
-    gen = torch.Generator(device=device).manual_seed(0)
-    inputs = tuple(op.make_inputs(shape, dtype, device, gen))
+    inputs = draw_inputs(op.make_inputs, shape, dtype, device, 0)
     for step_too in (False, True) if train else (False,):
         torch._dynamo.reset()
         compiled = torch.compile(op.reference, fullgraph=True, dynamic=False)
@@ -84,9 +81,10 @@ def show(op, shape, dtype, device: str, train: bool, out: Path, tag: str) -> Non
             leaves = [a.detach().requires_grad_() if a.is_floating_point() else a for a in inputs]
 
             def step(leaves=leaves, compiled=compiled):
-                y = compiled(*leaves)
-                y.backward(torch.ones_like(y))
-                return y
+                outs = compiled(*leaves)
+                floating = [o for o in (outs if isinstance(outs, (tuple, list)) else (outs,)) if o.is_floating_point()]
+                torch.autograd.backward(floating, [torch.ones_like(o) for o in floating])
+                return outs
         else:
             def step(compiled=compiled):
                 return compiled(*inputs)
@@ -95,8 +93,8 @@ def show(op, shape, dtype, device: str, train: bool, out: Path, tag: str) -> Non
         name = tag + ("-train" if step_too else "")
         (out / f"{name}.py").write_text("\n\n# ---- next graph ----\n\n".join(codes))
         print(f"{name}: {len(codes)} graphs -> {out / (name + '.py')}", flush=True)
-        for tuner in autotuners():
-            if id(tuner) not in before:
+        for tuner in autotuners():  # a kernel's tuner appears again, unlaunched, where its code is reloaded
+            if id(tuner) not in before and getattr(tuner, "launchers", None):
                 print("   ", describe(tuner), flush=True)
 
 
