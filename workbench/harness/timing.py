@@ -294,10 +294,15 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     samples: dict[str, list[float]] = {name: [] for name in fns}
     share = CpuShare()
 
+    names = list(fns)
+
     def take(rounds: int) -> None:
-        for _ in range(rounds):
-            for name, fn in fns.items():
-                samples[name] += timer.samples(fn, 1)
+        # each round starts one function later: every function takes every place in the order
+        # alike (what ran just before a call, and the allocator's state it left, is shared too)
+        for r in range(rounds):
+            for i in range(len(names)):
+                name = names[(r + i) % len(names)]
+                samples[name] += timer.samples(fns[name], 1)
 
     taken = max(wanted.values(), default=0)
     take(taken)
