@@ -8,7 +8,7 @@
 #   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
 #           (15 minutes on the H100: only when named)
 #   variants benchmarks/<name>_variants.py for each name in KWB_VARIANTS (default norm_backward; options
-#           in KWB_VARIANT_ARGS; ncu's kernels a regex in KWB_NCU_KERNELS),
+#           in KWB_VARIANT_ARGS_<name>, else KWB_VARIANT_ARGS; ncu's kernels a regex in KWB_NCU_KERNELS),
 #           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
 #           the script takes --once (only when named)
 #   inductor benchmarks/inductor_kernels.py: torch.compile's Triton kernels and chosen configs for the
@@ -138,13 +138,16 @@ fi
 if wants variants; then
   t=$(now)
   for name in ${KWB_VARIANTS:-norm_backward}; do
-    # shellcheck disable=SC2086  # KWB_VARIANT_ARGS: the scripts' own options ("--shapes 16384x4096"), for both runs
-    python "benchmarks/${name}_variants.py" --out benchmarks/variants ${KWB_VARIANT_ARGS:-} > "$out/${name}_variants.log" 2>&1
+    # KWB_VARIANT_ARGS_<name> (else KWB_VARIANT_ARGS): the script's own options ("--shapes 16384x4096"), for both runs
+    args_var="KWB_VARIANT_ARGS_${name}"
+    variant_args="${!args_var:-${KWB_VARIANT_ARGS:-}}"
+    # shellcheck disable=SC2086
+    python "benchmarks/${name}_variants.py" --out benchmarks/variants $variant_args > "$out/${name}_variants.log" 2>&1
     fact "${name}_variants_rc" "$?"
     if grep -q -- "--once" "benchmarks/${name}_variants.py" && command -v ncu > /dev/null; then
       ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats --section MemoryWorkloadAnalysis -k "regex:${KWB_NCU_KERNELS:-norm_backward|backward_staged|column_sum}" \
-        python "benchmarks/${name}_variants.py" --once ${KWB_VARIANT_ARGS:-} > "$out/${name}_ncu.txt" 2>&1
+        python "benchmarks/${name}_variants.py" --once $variant_args > "$out/${name}_ncu.txt" 2>&1
       fact "${name}_ncu_rc" "$?"
     fi
     tail -30 "$out/${name}_variants.log"

@@ -2,9 +2,10 @@
 style): each is checked against the shipped kernel, then timed beside eager PyTorch and
 torch.compile's backward with the harness. The winner goes into kernels/common/kwb_norm.cuh.
 
-    python benchmarks/norm_backward_variants.py [--out DIR] [--rows R] [--cols C]   # a CUDA GPU
-    ncu --clock-control none -k regex:'norm_backward|backward_staged' \
-        python benchmarks/norm_backward_variants.py --once       # each variant launched once, bf16
+    python benchmarks/norm_backward_variants.py [--out DIR] [--shapes 16384x4096] [--dtypes float32]
+        [--ops layernorm,rmsnorm] [--variants 0,14,17]                   # a CUDA GPU
+    ncu --clock-control none -k regex:'norm_backward|backward_staged|triton_' \
+        python benchmarks/norm_backward_variants.py --once ...   # each variant and compile's once
 
 The backward reads grad and x and writes grad_x (403 MB at bf16 16384 x 4096, 134 us at the
 H100's copy ceiling) and sums grad * xhat and grad down the columns. The register path's row
@@ -25,6 +26,11 @@ variant 7: variant 6, each row read again from shared memory after the reduction
 variant 8: variant 7 with 4 rows a step
 variant 9: 4 rows a step, held in registers
 variant 10: variant 7 with 3 stages
+variants 11-19: the shipped staged kernel (norm_backward_staged) in other shapes, StagedShape<vectors
+           a thread, rows a step, stages>: 11 <2,1,2>, 12 <2,1,3>, 13 <2,2,1>, 14 <4,1,2>,
+           15 <4,1,3>, 16 <4,2,1>, 17 <4,1,1> (no copy ahead: Inductor's shape, one row of
+           256 threads at fp32 4096 with other blocks hiding the loads), 18 <2,1,1>, 19 <1,1,2>.
+           At fp32 4096 the shipped <1,2,2> takes 1024 threads and 128 KB a block: 1 block an SM.
 """
 from __future__ import annotations
 
@@ -301,8 +307,41 @@ const char* shipped_rows_only(const NormBackwardParams& p, cudaStream_t stream) 
   return last_launch_error();
 }
 
+// Variants 11-19: the shipped staged kernel in another shape (vectors a thread, rows a step,
+// stages), on the grid the shipped code would give it.
+template <typename T, bool kCentered, typename Shape>
+const char* shipped_shape(const NormBackwardParams& p, int64_t grid, cudaStream_t stream) {
+  if (grid <= 0) return "this shape does not apply to these rows (or does not fit the GPU)";
+  norm_backward_staged_launch<T, kCentered, Shape>(p, grid, stream);
+  if constexpr (kCentered)
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), static_cast<T*>(p.grad_bias), grid, p.cols, stream);
+  else
+    column_sums(p.workspace, static_cast<T*>(p.grad_weight), grid, p.cols, stream);
+  return last_launch_error();
+}
+
+// variant -> f(StagedShape<per, rows, stages>{}); false for variants of another kind
+template <typename F>
+bool with_variant_shape(int variant, F&& f) {
+  switch (variant) {
+    case 11: f(StagedShape<2, 1, 2>{}); return true;
+    case 12: f(StagedShape<2, 1, 3>{}); return true;
+    case 13: f(StagedShape<2, 2, 1>{}); return true;
+    case 14: f(StagedShape<4, 1, 2>{}); return true;
+    case 15: f(StagedShape<4, 1, 3>{}); return true;
+    case 16: f(StagedShape<4, 2, 1>{}); return true;
+    case 17: f(StagedShape<4, 1, 1>{}); return true;
+    case 18: f(StagedShape<2, 1, 1>{}); return true;
+    case 19: f(StagedShape<1, 1, 2>{}); return true;
+    default: return false;
+  }
+}
+
 template <typename T, bool kCentered>
 const char* run(const NormBackwardParams& p, int variant, int64_t grid, cudaStream_t stream) {
+  const char* err = nullptr;
+  if (with_variant_shape(variant, [&](auto shape) { err = shipped_shape<T, kCentered, decltype(shape)>(p, grid, stream); }))
+    return err;
   switch (variant) {
     case 0: return norm_backward<T, kCentered>(p, true, stream);
     case 1: return shipped_rows_only<T, kCentered>(p, stream);
@@ -322,6 +361,9 @@ const char* run(const NormBackwardParams& p, int variant, int64_t grid, cudaStre
 // Workspace rows (= the staged variants' grid) of a variant.
 template <typename T, bool kCentered>
 int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
+  int64_t grid = 0;
+  if (with_variant_shape(variant, [&](auto shape) { grid = norm_backward_staged_grid<T, kCentered, decltype(shape)>(rows, cols, true); }))
+    return grid > 0 ? grid : 1;  // a workspace row even where the shape does not apply: run() says why
   switch (variant) {
     case 1: {
       const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, true);
@@ -385,7 +427,7 @@ std::vector<at::Tensor> norm_backward_variant(const at::Tensor& grad, const at::
 }
 """
 
-VARIANTS = (0, 1, 2, 5, 6, 7, 8, 9, 10)
+VARIANTS = (0, 1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
 
 
 def reference_backward(grad, x, weight, mean, rstd, centered: bool):
@@ -401,51 +443,81 @@ def reference_backward(grad, x, weight, mean, rstd, centered: bool):
     return dx.to(x.dtype), (g * xhat).sum(0).to(x.dtype)
 
 
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    try:
+        return [tuple(int(n) for n in item.lower().split("x")) for item in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--shapes: ROWSxCOLS, comma-separated (got {text!r})") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
-    parser.add_argument("--rows", type=int, default=16384)
-    parser.add_argument("--cols", type=int, default=4096)
-    parser.add_argument("--once", action="store_true", help="launch each variant once (bf16 LayerNorm), for a profiler")
+    parser.add_argument("--shapes", default="16384x4096", help="ROWSxCOLS, comma-separated")
+    parser.add_argument("--dtypes", default="bfloat16,float32", help="bfloat16, float32")
+    parser.add_argument("--ops", default="layernorm,rmsnorm")
+    parser.add_argument("--variants", default=",".join(map(str, VARIANTS)))
+    parser.add_argument("--once", action="store_true",
+                        help="launch each variant (and torch.compile's backward) once, for a profiler")
     args = parser.parse_args()
+    shapes = parse_shapes(args.shapes)
+    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
+    if any(d not in (torch.bfloat16, torch.float32) for d in dtypes):
+        raise SystemExit(f"--dtypes: bfloat16 or float32 (got {args.dtypes!r})")
+    ops = args.ops.split(",")
+    if any(op not in ("layernorm", "rmsnorm") for op in ops):
+        raise SystemExit(f"--ops: layernorm or rmsnorm (got {args.ops!r})")
+    variants = [int(v) for v in args.variants.split(",")]
+    if any(v not in VARIANTS and v != 0 for v in variants):
+        raise SystemExit(f"--variants: some of {VARIANTS} (got {args.variants!r})")
     k = wb.load_inline("norm_backward_variants", cuda=CUDA, cpp=CPP, functions=["norm_backward_variant"])
-    for dtype in (torch.bfloat16,) if args.once else (torch.bfloat16, torch.float32):
-        for centered in (True,) if args.once else (True, False):
-            kind = "layernorm" if centered else "rmsnorm"
-            x = torch.randn(args.rows, args.cols, device="cuda").to(dtype)
-            grad = torch.randn_like(x)
-            weight = (1 + 0.1 * torch.randn(args.cols, device="cuda")).to(dtype)
-            xf = x.float()
-            mean = xf.mean(-1) if centered else None
-            var = xf.var(-1, unbiased=False) if centered else xf.pow(2).mean(-1)
-            rstd = torch.rsqrt(var + 1e-5)
-            m = mean if centered else rstd  # unused for RMSNorm
-            want = k.norm_backward_variant(grad, x, weight, m, rstd, centered, 0)
-            if args.once:
-                for v in VARIANTS:
-                    k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
-                torch.cuda.synchronize()
-                return
-            for v in VARIANTS:
-                n = 1 if v == 1 else (3 if centered else 2)  # variant 1 writes grad_x only
-                try:
-                    got = k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
-                except RuntimeError as e:  # 4 rows of fp32 4096 take 256 KB of shared memory a block
-                    print(f"{kind:>9} {dtype!s:>8} v{v} does not launch: {e}", flush=True)
-                    continue
-                for a, b in zip(got[:n], want[:n]):
-                    torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
-                report = wb.bench(lambda *t, v=v, c=centered, n=n: tuple(k.norm_backward_variant(*t, c, v)[:n]),
-                                  lambda g_, x_, w_, m_, r_, c=centered, n=n: reference_backward(g_, x_, w_, m_ if c else None, r_, c)[:n],
-                                  inputs=[(grad, x, weight, m, rstd)], name=f"{kind} backward variant {v}",
-                                  label=f"{kind} bwd variant {v}", baselines="eager,compile" if v == 0 else "none",
-                                  bytes_moved=3 * x.numel() * x.element_size(),
-                                  tolerance=None if dtype == torch.bfloat16 else (1e-3, 1e-3))  # fp32: sums of 16384 rows
-                for r in report.rows:
-                    print(f"{kind:>9} {r['dtype']:>8} v{v} {r['provider']:>14} {r['median_us'] or 0:9.1f} us "
-                          f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
-                if args.out:
-                    report.save(args.out)
+    for rows, cols in shapes:
+        for dtype in dtypes:
+            for kind in ops:
+                run_case(k, rows, cols, dtype, kind, variants, args)
+
+
+def run_case(k, rows: int, cols: int, dtype, kind: str, variants: list[int], args) -> None:
+    centered = kind == "layernorm"
+    x = torch.randn(rows, cols, device="cuda").to(dtype)
+    grad = torch.randn_like(x)
+    weight = (1 + 0.1 * torch.randn(cols, device="cuda")).to(dtype)
+    xf = x.float()
+    mean = xf.mean(-1) if centered else None
+    var = xf.var(-1, unbiased=False) if centered else xf.pow(2).mean(-1)
+    rstd = torch.rsqrt(var + 1e-5)
+    m = mean if centered else rstd  # unused for RMSNorm
+    want = k.norm_backward_variant(grad, x, weight, m, rstd, centered, 0)
+    if args.once:
+        for v in variants:
+            try:
+                k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+            except RuntimeError as e:
+                print(f"{kind:>9} {dtype!s:>8} {rows}x{cols} v{v} does not launch: {e}", flush=True)
+        compiled = torch.compile(reference_backward)
+        compiled(grad, x, weight, m if centered else None, rstd, centered)
+        torch.cuda.synchronize()
+        return
+    for v in variants:
+        n = 1 if v == 1 else (3 if centered else 2)  # variant 1 writes grad_x only
+        try:
+            got = k.norm_backward_variant(grad, x, weight, m, rstd, centered, v)
+        except RuntimeError as e:  # 4 rows of fp32 4096 take 256 KB of shared memory a block
+            print(f"{kind:>9} {dtype!s:>8} {rows}x{cols} v{v} does not launch: {e}", flush=True)
+            continue
+        for a, b in zip(got[:n], want[:n]):
+            torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
+        report = wb.bench(lambda *t, v=v, n=n: tuple(k.norm_backward_variant(*t, centered, v)[:n]),
+                          lambda g_, x_, w_, m_, r_, n=n: reference_backward(g_, x_, w_, m_ if centered else None, r_, centered)[:n],
+                          inputs=[(grad, x, weight, m, rstd)], name=f"{kind} backward variant {v}",
+                          label=f"{kind} bwd variant {v}", baselines="eager,compile" if v == 0 else "none",
+                          bytes_moved=3 * x.numel() * x.element_size(),
+                          tolerance=None if dtype == torch.bfloat16 else (1e-3, 1e-3))  # fp32: sums of 16384 rows
+        for r in report.rows:
+            print(f"{kind:>9} {r['dtype']:>8} {rows}x{cols} v{v} {r['provider']:>14} {r['median_us'] or 0:9.1f} us "
+                  f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
+        if args.out:
+            report.save(args.out)
 
 
 if __name__ == "__main__":

@@ -423,12 +423,23 @@ __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(Nor
   }
 }
 
-// The staged backward's shape, from the variants in benchmarks/norm_backward_variants.py (H100,
-// 16384 x 4096, backward alone, kwb / torch.compile): 2 rows a step with one reduction for both
-// (bf16 LayerNorm 168 us against 199; the register path's 227), 2 stages (3 and 4 gained
-// nothing), each row read again from shared memory after the reduction (as fast, fewer
-// registers held). 4 rows a step took 128 KB a block: 1 block an SM, 253 us.
-constexpr int kStagedRows = 2, kStagedStages = 2;
+// The staged backward's shape: kPer 16-byte vectors of a row a thread (per tensor), kRows rows
+// reduced at once a step, kStages steps in shared memory. From the variants in
+// benchmarks/norm_backward_variants.py (H100, 16384 x 4096, backward alone, kwb / torch.compile):
+// 2 rows a step with one reduction for both (bf16 LayerNorm 168 us against 199; the register
+// path's 227), 2 stages (3 and 4 gained nothing), each row read again from shared memory after
+// the reduction (as fast, fewer registers held). 4 rows a step took 128 KB a block: 1 block an
+// SM, 253 us.
+template <int Per, int Rows, int Stages>
+struct StagedShape {
+  static constexpr int kPer = Per, kRows = Rows, kStages = Stages;
+  // A block's threads at most: 1024 / kPer lets a thread of kPer vectors use up to 64 * kPer
+  // registers (at fp32 LayerNorm, 4 vectors a thread spilled 48-68 bytes under a 64 cap).
+  static constexpr int kMaxThreads = 1024 / kPer;
+  static size_t smem_bytes(int threads) { return static_cast<size_t>(kStages) * kRows * 2 * kPer * threads * 16; }
+};
+using DefaultStaged = StagedShape<1, 2, 2>;
+
 // Steps a block takes at least (fewer blocks when rows are few, down to a block an SM): at 4096
 // rows, each block's prologue (the weight), epilogue (its column sums) and partial row in
 // column_sums are paid over 8 rows, not 4. Backward alone, cold L2, H100 (bf16 LayerNorm / RMSNorm 4096 x 1024, us): 1 step 25.8 /
@@ -465,13 +476,14 @@ __device__ __forceinline__ void row_block_sums(float (&v)[M], float4 (*red)[M][8
   parity ^= 1;
 }
 
-// One row a block (blockDim.x = cols / kVec threads, one 16-byte vector of a row each), rows
-// blockIdx.x + i * gridDim.x; each step reduces kStagedRows rows at once while the next step's
-// rows are copied into shared memory. Dynamic shared memory: staged_smem_bytes().
-template <typename T, int kVec, bool kCentered>
-__global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams p) {
-  constexpr int kRows = kStagedRows, kStages = kStagedStages, kSums = kCentered ? 2 : 1;
-  extern __shared__ uint4 staged[];  // [kStages][kRows][grad, x][blockDim.x]
+// One row a block (blockDim.x = cols / (kVec * kPer) threads; a thread's vectors of a row are
+// blockDim.x vectors apart, so that each warp copies contiguous bytes), rows
+// blockIdx.x + i * gridDim.x; each step reduces kRows rows at once while the next steps' rows
+// are copied into shared memory. Dynamic shared memory: Shape::smem_bytes().
+template <typename T, int kVec, bool kCentered, typename Shape = DefaultStaged>
+__global__ void __launch_bounds__(Shape::kMaxThreads) norm_backward_staged(NormBackwardParams p) {
+  constexpr int kPer = Shape::kPer, kRows = Shape::kRows, kStages = Shape::kStages, kSums = kCentered ? 2 : 1;
+  extern __shared__ uint4 staged[];  // [kStages][kRows][grad, x][kPer][blockDim.x]
   __shared__ float4 red[2][kRows * kSums][8];
   if (threadIdx.x < 2 * kRows * kSums * 8) reinterpret_cast<float4*>(red)[threadIdx.x] = make_float4(0.f, 0.f, 0.f, 0.f);
   __syncthreads();
@@ -479,25 +491,35 @@ __global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams 
   const T* grad = static_cast<const T*>(p.grad);
   const T* x = static_cast<const T*>(p.x);
   T* gx = static_cast<T*>(p.grad_x);
-  const int64_t col = static_cast<int64_t>(threadIdx.x) * kVec;
+  const int tpr = blockDim.x;
   const float inv_cols = 1.f / static_cast<float>(p.cols);
-  RowRegs<T, kVec, 1> w;  // the weight, loaded once for every row this thread visits
-  w.load(static_cast<const T*>(p.weight), p.cols, threadIdx.x, blockDim.x);
-  float sum_w[kVec] = {}, sum_b[kVec] = {};
+  RowRegs<T, kVec, kPer> w;  // the weight, loaded once for every row this thread visits
+  w.load_all(static_cast<const T*>(p.weight), threadIdx.x, tpr);
+  float sum_w[kPer][kVec] = {}, sum_b[kPer][kVec] = {};
   const int64_t grid = gridDim.x, step = grid * kRows;
-  auto slot = [&](int stage, int i, int tensor) -> uint4& {
-    return staged[((stage * kRows + i) * 2 + tensor) * blockDim.x + threadIdx.x];
+  auto slot = [&](int stage, int i, int tensor, int k) -> uint4& {
+    return staged[(((stage * kRows + i) * 2 + tensor) * kPer + k) * tpr + threadIdx.x];
   };
   auto copy_step = [&](int64_t base, int stage) {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int64_t r = base + i * grid;
-      if (r < p.rows) {
-        copy_async16(&slot(stage, i, 0), grad + r * p.cols + col);
-        copy_async16(&slot(stage, i, 1), x + r * p.cols + col);
-      }
+      if (r < p.rows)
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          const int64_t c = RowRegs<T, kVec, kPer>::col(k, threadIdx.x, tpr);
+          copy_async16(&slot(stage, i, 0, k), grad + r * p.cols + c);
+          copy_async16(&slot(stage, i, 1, k), x + r * p.cols + c);
+        }
     }
     copy_async_commit();  // a group even past the last row, so that wait's count stays right
+  };
+  auto read_row = [&](int stage, int i, RowRegs<T, kVec, kPer>& g, RowRegs<T, kVec, kPer>& in) {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      g.v[k] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0, k));
+      in.v[k] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1, k));
+    }
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) copy_step(blockIdx.x + s * step, s);
@@ -510,21 +532,22 @@ __global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams 
     for (int i = 0; i < kRows; ++i) {
       const int64_t r = base + i * grid;
       const bool valid = r < p.rows;
-      RowRegs<T, kVec, 1> g, in;
-      g.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
-      in.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
+      RowRegs<T, kVec, kPer> g, in;
+      read_row(stage, i, g, in);
       mean[i] = kCentered && valid ? p.mean[r] : 0.f;
       rstd[i] = valid ? p.rstd[r] : 0.f;
       float sg = 0.f, sgx = 0.f;
       if (valid)
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float gw = g.at(0, j) * w.at(0, j), xhat = (in.at(0, j) - mean[i]) * rstd[i];
-          sg += gw;
-          sgx += gw * xhat;
-          sum_w[j] += g.at(0, j) * xhat;
-          sum_b[j] += g.at(0, j);
-        }
+        for (int k = 0; k < kPer; ++k)
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const float gw = g.at(k, j) * w.at(k, j), xhat = (in.at(k, j) - mean[i]) * rstd[i];
+            sg += gw;
+            sgx += gw * xhat;
+            sum_w[k][j] += g.at(k, j) * xhat;
+            sum_b[k][j] += g.at(k, j);
+          }
       sums[i * kSums] = sgx;  // one reduction for both sums of both rows (RMSNorm: mean(g * xhat) only)
       if constexpr (kCentered) sums[i * kSums + 1] = sg;
     }
@@ -535,14 +558,16 @@ __global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams 
       if (r >= p.rows) continue;
       const float mean_gx = sums[i * kSums] * inv_cols;
       const float mean_g = kCentered ? sums[i * kSums + (kCentered ? 1 : 0)] * inv_cols : 0.f;
-      RowRegs<T, kVec, 1> g, in;
-      g.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 0));
-      in.v[0] = reinterpret_cast<const Vec<T, kVec>&>(slot(stage, i, 1));
-      float d[kVec];
+      RowRegs<T, kVec, kPer> g, in;
+      read_row(stage, i, g, in);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j)
-        d[j] = norm_grad_x(g.at(0, j) * w.at(0, j), (in.at(0, j) - mean[i]) * rstd[i], rstd[i], mean_g, mean_gx);
-      store_vec<T, kVec>(gx + r * p.cols + col, d);
+      for (int k = 0; k < kPer; ++k) {
+        float d[kVec];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j)
+          d[j] = norm_grad_x(g.at(k, j) * w.at(k, j), (in.at(k, j) - mean[i]) * rstd[i], rstd[i], mean_g, mean_gx);
+        store_vec<T, kVec>(gx + r * p.cols + RowRegs<T, kVec, kPer>::col(k, threadIdx.x, tpr), d);
+      }
     }
     stage = (stage + 1) % kStages;
   }
@@ -552,36 +577,36 @@ __global__ void __launch_bounds__(1024) norm_backward_staged(NormBackwardParams 
   // warp's stores are 512 contiguous bytes: stored straight from registers, a thread's 4-byte
   // stores 4 * kVec bytes apart made 2.1 million partial L2 sector writes at bf16 4096 x 1024
   // (ncu: the kernel at 62% of L2 throughput and 17% of DRAM's; kernels/layernorm/NOTES.md).
-  __syncthreads();  // every thread is done reading the staged rows
-  static_assert(kPlanes<kCentered> * kVec * sizeof(float) <= kStages * kRows * 2 * sizeof(uint4),
-                "the column sums must fit the staging memory");
-  float* plane = reinterpret_cast<float*>(staged);  // [plane][col]
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) {
-    plane[col + j] = sum_w[j];
-    if constexpr (kCentered) plane[p.cols + col + j] = sum_b[j];
-  }
-  __syncthreads();
+  // One plane at a time: a bf16 plane fills the staging memory of a one-stage, one-row shape.
+  static_assert(kVec * sizeof(float) <= kStages * kRows * 2 * sizeof(uint4), "a plane must fit the staging memory");
+  float* plane = reinterpret_cast<float*>(staged);
   const float4* from = reinterpret_cast<const float4*>(plane);
-  float4* ws = reinterpret_cast<float4*>(p.workspace + static_cast<int64_t>(blockIdx.x) * kPlanes<kCentered> * p.cols);
-  const int quads = static_cast<int>(kPlanes<kCentered> * p.cols / 4);  // cols is a multiple of kVec >= 4
-  for (int q = threadIdx.x; q < quads; q += blockDim.x) ws[q] = from[q];
+  const int quads = static_cast<int>(p.cols / 4);  // cols is a multiple of kVec >= 4
+#pragma unroll
+  for (int k_plane = 0; k_plane < kPlanes<kCentered>; ++k_plane) {
+    __syncthreads();  // every thread is done reading the staged rows (or the last plane)
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int64_t c = RowRegs<T, kVec, kPer>::col(k, threadIdx.x, tpr);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) plane[c + j] = k_plane == 0 ? sum_w[k][j] : sum_b[k][j];
+    }
+    __syncthreads();
+    float4* ws = reinterpret_cast<float4*>(p.workspace + (static_cast<int64_t>(blockIdx.x) * kPlanes<kCentered> + k_plane) * p.cols);
+    for (int q = threadIdx.x; q < quads; q += blockDim.x) ws[q] = from[q];
+  }
 }
 
-inline size_t staged_smem_bytes(int threads) {
-  return static_cast<size_t>(kStagedStages) * kStagedRows * 2 * threads * 16;
-}
-
-// The staged kernel's grid for rows of cols: as many blocks as the GPU holds at once, at most
-// one per kStagedMinSteps steps of rows; 0 where the staged kernel does not apply (not whole
-// 16-byte vectors, or rows of fewer than 128 or more than 1024 of them). Blocks an SM: read once
-// per device and row width.
-template <typename T, bool kCentered>
+// The staged kernel's grid for rows of cols in Shape: as many blocks as the GPU holds at once,
+// at most one per kStagedMinSteps steps of rows; 0 where the shape does not apply (not whole
+// 16-byte vectors, rows of fewer than 128 vectors, or blocks of more than Shape::kMaxThreads
+// threads or not whole warps). Blocks an SM: read once per device and row width.
+template <typename T, bool kCentered, typename Shape = DefaultStaged>
 int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   constexpr int kVec = 16 / sizeof(T);
-  if (!aligned || cols % kVec != 0 || rows == 0) return 0;
-  const int64_t threads = cols / kVec;
-  if (threads < 128 || threads > 1024 || threads % 32 != 0) return 0;
+  if (!aligned || cols % (kVec * Shape::kPer) != 0 || rows == 0) return 0;
+  const int64_t threads = cols / (kVec * Shape::kPer);
+  if (cols / kVec < 128 || threads > Shape::kMaxThreads || threads % 32 != 0) return 0;
   static int cache[64][33] = {};  // [device][threads / 32]: blocks an SM
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
@@ -590,10 +615,10 @@ int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
     // A block's shared memory past 48 KB must be asked for, up to the device's opt-in limit
     // (227 KB on the H100, 99 KB on sm_86/sm_89, 64 KB on sm_75); rows needing more take the
     // register path. A refused call must not leave its error for last_launch_error() to find.
-    const size_t smem = staged_smem_bytes(static_cast<int>(threads));
+    const size_t smem = Shape::smem_bytes(static_cast<int>(threads));
     int optin = 0;
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    auto kernel = norm_backward_staged<T, kVec, kCentered>;
+    auto kernel = norm_backward_staged<T, kVec, kCentered, Shape>;
     cudaFuncAttributes attrs{};
     int n = 0;
     if (cudaFuncGetAttributes(&attrs, kernel) == cudaSuccess) {
@@ -608,12 +633,28 @@ int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   }
   if (per_sm < 0) return 0;
   const int64_t grid = static_cast<int64_t>(per_sm) * sm_count();
-  const int64_t rows_a_block = static_cast<int64_t>(kStagedRows) * kStagedMinSteps;
+  const int64_t rows_a_block = static_cast<int64_t>(Shape::kRows) * kStagedMinSteps;
   // the floor never takes a batch below a block an SM (or a block a row, when rows are fewer)
   const int64_t one_each = rows < sm_count() ? rows : sm_count();
   int64_t few = (rows + rows_a_block - 1) / rows_a_block;
   if (few < one_each) few = one_each;
   return grid < few ? grid : few;
+}
+
+// Launches the staged kernel in Shape on grid blocks (norm_backward_staged_grid()'s).
+template <typename T, bool kCentered, typename Shape = DefaultStaged>
+void norm_backward_staged_launch(const NormBackwardParams& p, int64_t grid, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  const int threads = static_cast<int>(p.cols / (kVec * Shape::kPer));
+  norm_backward_staged<T, kVec, kCentered, Shape>
+      <<<static_cast<unsigned>(grid), threads, Shape::smem_bytes(threads), stream>>>(p);
+}
+
+// The staged shape for rows of cols: f(Shape{}).
+template <typename T, typename F>
+void with_staged_shape(int64_t cols, F&& f) {
+  (void)cols;
+  f(DefaultStaged{});
 }
 
 template <typename T, int kVec, bool kCentered>
@@ -687,7 +728,8 @@ RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
 // Rows of each of the (1 or 2) workspace planes the backward needs.
 template <typename T, bool kCentered>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
-  const int64_t staged = norm_backward_staged_grid<T, kCentered>(rows, cols, aligned);
+  int64_t staged = 0;
+  with_staged_shape<T>(cols, [&](auto shape) { staged = norm_backward_staged_grid<T, kCentered, decltype(shape)>(rows, cols, aligned); });
   if (staged > 0) return staged;
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
   if (L.vecs == 0) return column_sum_tiling(rows, cols, 1).row_blocks;
@@ -725,11 +767,14 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   const int vec = row_vec<T>(p.cols, aligned);
   const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, aligned);
   const bool wide = vec > 1;
-  int64_t ws_rows = norm_backward_staged_grid<T, kCentered>(p.rows, p.cols, aligned);
+  int64_t ws_rows = 0;
+  with_staged_shape<T>(p.cols, [&](auto shape) {
+    using Shape = decltype(shape);
+    ws_rows = norm_backward_staged_grid<T, kCentered, Shape>(p.rows, p.cols, aligned);
+    if (ws_rows > 0) norm_backward_staged_launch<T, kCentered, Shape>(p, ws_rows, stream);
+  });
   if (ws_rows > 0) {
-    const int threads = static_cast<int>(p.cols / (16 / sizeof(T)));
-    norm_backward_staged<T, 16 / sizeof(T), kCentered>
-        <<<static_cast<unsigned>(ws_rows), threads, staged_smem_bytes(threads), stream>>>(p);
+    // launched above
   } else if (L.vecs == 0) {
     if (L.grid > 0) {
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
