@@ -227,6 +227,19 @@ def test_a_plot_whose_every_row_is_untrusted_says_so_while_other_rows_are_truste
         assert any("no timing to plot" in t.get_text() for t in _drawn(fig).findobj(lambda a: hasattr(a, "get_text")))
 
 
+def test_the_speedup_plot_says_why_when_every_baseline_is_untrusted_and_kwb_is_not():
+    """`kwb run` beside the GPU test suite: kwb's rows trusted, every eager and compile row noisy,
+    so no row has a speedup. It used to raise and end the run with a usage error (exit 2)."""
+    bench, _ = _many_kernels()
+    rows = [dict(r, trust="other processes used the cores") if r["provider"] != "kwb" else r for r in bench]
+    rows = [dict(r, speedup_vs_eager=None, speedup_vs_compile=None, speedup_vs_vendor=None) for r in rows]
+    texts = [t.get_text() for t in _drawn(plots.speedup(rows)).findobj(lambda a: hasattr(a, "get_text"))]
+    assert any("no speedup to plot" in t and "baseline timings" in t for t in texts)
+    only_kwb = [r for r in rows if r["provider"] == "kwb"]
+    texts = [t.get_text() for t in _drawn(plots.speedup(only_kwb)).findobj(lambda a: hasattr(a, "get_text"))]
+    assert any("no baseline" in t for t in texts)
+
+
 def test_saving_every_plot_warns_of_nothing(tmp_path):
     bench, errors = _many_kernels()
     with warnings.catch_warnings():

@@ -64,12 +64,16 @@ def _nothing_trusted(rows, what: str) -> Figure | None:
     noisy = [r for r in rows if r.get("median_us") is not None and r.get("trust")]
     if not noisy or _timed(rows):
         return None
+    return _message(f"{what}: no timing to plot. All {len(noisy)} were taken while other processes used the cores\n"
+                    f"(bench.csv's trust column: {noisy[0]['trust']}); run again on a quiet machine.")
+
+
+def _message(text: str) -> Figure:
+    """A figure that holds only text: why a plot has nothing to draw."""
     fig = Figure(figsize=(6.4, 1.6), layout="constrained")
     ax = fig.subplots()
     ax.axis("off")
-    ax.text(0.5, 0.5, f"{what}: no timing to plot. All {len(noisy)} were taken while other processes used the cores\n"
-                      f"(bench.csv's trust column: {noisy[0]['trust']}); run again on a quiet machine.",
-            ha="center", va="center", fontsize=9, wrap=True)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, wrap=True)
     return fig
 
 
@@ -305,8 +309,14 @@ def speedup(rows: list[dict]) -> Figure:
         return empty
     kwb = _timed(kwb)
     baselines = [b for b in SPEEDUP_BASELINES if any(r.get(b[0]) is not None for r in kwb)]
-    if not kwb or not baselines:
+    if not kwb:
         raise ValueError("no kwb rows to plot speedups for")
+    if not baselines:  # kwb's timings trusted, every baseline's not (or none timed): nothing to divide by
+        noisy = [r for r in rows if r["provider"] != "kwb" and r.get("median_us") is not None and r.get("trust")]
+        why = (f"all {len(noisy)} baseline timings were taken while other processes used the cores "
+               f"(bench.csv's trust column: {noisy[0]['trust']}); run again on a quiet machine." if noisy
+               else "no baseline (eager, torch.compile) was timed.")
+        return _message(f"speedup: no speedup to plot: {why}")
     vendors = sorted({r["provider"] for r in _timed(rows)} - {"kwb", "eager", "torch.compile"})
     if vendors:  # name the library the vendor column was timed against
         baselines = [(c, f"over {', '.join(vendors)}" if c == "speedup_vs_vendor" else name, style) for c, name, style in baselines]
