@@ -86,7 +86,10 @@ variant 16: the shipped norm_forward_reread (fp32) held to 4 blocks an SM by unu
            RMSNorm's has 40 registers (6 blocks an SM) and ran 133 us where variant 12 (49
            registers, so 4 blocks of 256: ncu's register limit 4, 50% theoretical occupancy)
            ran 129.4; this asks whether occupancy is why
-variant 17: the same held to 5 blocks an SM (LayerNorm's 47 registers give it 5 already)
+variant 17: the same held to 5 blocks an SM (LayerNorm's 47 registers give it 5 already).
+           First run (4b801ac): 17 ran LayerNorm 151.8, RMSNorm 146.2 against the shipped
+           131.4 / 132.6 (16 did not launch: its padding passed 48 KB). Not an answer on
+           occupancy: the padding also takes the SM's L1 share (see shipped_reread_held).
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -558,9 +561,12 @@ const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
   } else {
     if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
     if (a.rows == 0) return nullptr;
-    // 228 KB of shared memory an SM, 1 KB reserved a block: 4 blocks at 48 KB (5 x 49 > 228),
-    // 5 at 40 KB (6 x 41 > 228 >= 5 x 41); at most 48 KB without opting in
-    constexpr size_t kPad = (kBlocks == 4 ? 48 : 40) << 10;
+    // 228 KB of shared memory an SM, 1 KB reserved a block: 4 blocks at 47 KB (5 x 48 > 228),
+    // 5 at 40 KB (6 x 41 > 228 >= 5 x 41); with the kernel's 64 static bytes, 48 KB of padding
+    // passed the 48 KB a block takes without opting in ("invalid argument" on the H200).
+    // The padding also takes the L1 cache's share of the SM's 256 KB: these variants run with
+    // at most 28-68 KB of L1, the shipped kernel with what its 6 blocks leave (about 250 KB).
+    constexpr size_t kPad = (kBlocks == 4 ? 47 : 40) << 10;
     auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
     static const bool carved = [&] {  // all 228 KB as shared memory: the padding, not the carveout, decides
       cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);

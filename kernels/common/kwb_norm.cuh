@@ -15,7 +15,8 @@
 // workspace rows in a fixed order (deterministic, no atomics). Bytes: read grad and x, write
 // grad_x, plus the fp32 partials (kernels/layernorm/NOTES.md). Rows of 128 to 1024 16-byte
 // vectors (1024-8192 bf16 columns) take the staged kernel: a block a row, the next rows' grad
-// and x copied into shared memory (cp.async) while this step's two rows reduce together.
+// and x copied into shared memory (cp.async) while this step's rows reduce (two rows a step
+// of a vector a thread below 512 vectors; from 512, one row a step of two vectors a thread).
 //
 // Rows longer than the register path holds (forward: 8192 fp32, 16384 bf16; backward: half
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
@@ -650,11 +651,29 @@ void norm_backward_staged_launch(const NormBackwardParams& p, int64_t grid, cuda
       <<<static_cast<unsigned>(grid), threads, Shape::smem_bytes(threads), stream>>>(p);
 }
 
-// The staged shape for rows of cols: f(Shape{}).
-template <typename T, typename F>
-void with_staged_shape(int64_t cols, F&& f) {
-  (void)cols;
-  f(DefaultStaged{});
+// Rows of 512-1024 vectors (2048-4096 fp32 columns, 4096-8192 16-bit): 2 vectors a thread, one
+// row a step, 2 stages. At 1 vector a thread an fp32 row of 4096 took 1024 threads and 128 KB a
+// block, 1 block an SM; this shape is 512 threads and 64 KB, 2 blocks an SM. Backward alone,
+// 16384 x 4096, H200 (benchmarks/norm_backward_variants.py, variant 11 against 0, us): fp32
+// LayerNorm 206.4 against 269.9, RMSNorm 202.4 against 227.9; bf16 142.5 against 151.9 and
+// 113.9 against 122.9 (torch.compile's backward: 236.2, 221.9, 165.8, 141.6).
+using WideStaged = StagedShape<2, 1, 2>;
+
+// The staged shape for rows of cols and its grid: f(Shape{}, grid) with the first shape that
+// applies; returns the grid, 0 where none does (the register and loop paths take those rows).
+template <typename T, bool kCentered, typename F>
+int64_t with_staged_shape(int64_t rows, int64_t cols, bool aligned, F&& f) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (cols / kVec >= 512 && cols / kVec <= 1024) {
+    const int64_t grid = norm_backward_staged_grid<T, kCentered, WideStaged>(rows, cols, aligned);
+    if (grid > 0) {
+      f(WideStaged{}, grid);
+      return grid;
+    }
+  }
+  const int64_t grid = norm_backward_staged_grid<T, kCentered, DefaultStaged>(rows, cols, aligned);
+  if (grid > 0) f(DefaultStaged{}, grid);
+  return grid;
 }
 
 template <typename T, int kVec, bool kCentered>
@@ -728,8 +747,7 @@ RowwiseLaunch norm_backward_launch(int64_t rows, int64_t cols, bool aligned) {
 // Rows of each of the (1 or 2) workspace planes the backward needs.
 template <typename T, bool kCentered>
 int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
-  int64_t staged = 0;
-  with_staged_shape<T>(cols, [&](auto shape) { staged = norm_backward_staged_grid<T, kCentered, decltype(shape)>(rows, cols, aligned); });
+  const int64_t staged = with_staged_shape<T, kCentered>(rows, cols, aligned, [](auto, int64_t) {});
   if (staged > 0) return staged;
   const RowwiseLaunch L = norm_backward_launch<T>(rows, cols, aligned);
   if (L.vecs == 0) return column_sum_tiling(rows, cols, 1).row_blocks;
@@ -767,14 +785,11 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   const int vec = row_vec<T>(p.cols, aligned);
   const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, aligned);
   const bool wide = vec > 1;
-  int64_t ws_rows = 0;
-  with_staged_shape<T>(p.cols, [&](auto shape) {
-    using Shape = decltype(shape);
-    ws_rows = norm_backward_staged_grid<T, kCentered, Shape>(p.rows, p.cols, aligned);
-    if (ws_rows > 0) norm_backward_staged_launch<T, kCentered, Shape>(p, ws_rows, stream);
+  int64_t ws_rows = with_staged_shape<T, kCentered>(p.rows, p.cols, aligned, [&](auto shape, int64_t grid) {
+    norm_backward_staged_launch<T, kCentered, decltype(shape)>(p, grid, stream);
   });
   if (ws_rows > 0) {
-    // launched above
+    // launched by with_staged_shape
   } else if (L.vecs == 0) {
     if (L.grid > 0) {
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
