@@ -14,6 +14,9 @@ python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implement
   nbclient nbformat ipykernel
 # The GPU machine's image has these already (its own versions stay in charge).
 rm -f "$tmp"/{packaging,psutil,pygments,attrs,python_dateutil,typing_extensions,tzdata}-*.whl
+# ipykernel and IPython import these only when they are there (the debugger, completion); their
+# 10 MB took the device tool's 64 MB transfer past its limit beside the repository's 55 MB.
+rm -f "$tmp"/{debugpy,jedi}-*.whl
 mkdir -p .nbwheels
 rm -f .nbwheels/*.whl
 mv "$tmp"/*.whl .nbwheels/
