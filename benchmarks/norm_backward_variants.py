@@ -383,37 +383,43 @@ int64_t ws_rows(int64_t rows, int64_t cols, int variant) {
 }
 }  // namespace variants
 
-const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, bool bf16, int variant,
+// dtype: 0 fp32, 1 bf16, 2 fp16
+const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, int dtype, int variant,
                                          int64_t grid, cudaStream_t stream) {
-  if (bf16) return centered ? variants::run<__nv_bfloat16, true>(p, variant, grid, stream)
-                            : variants::run<__nv_bfloat16, false>(p, variant, grid, stream);
+  if (dtype == 1) return centered ? variants::run<__nv_bfloat16, true>(p, variant, grid, stream)
+                                  : variants::run<__nv_bfloat16, false>(p, variant, grid, stream);
+  if (dtype == 2) return centered ? variants::run<__half, true>(p, variant, grid, stream)
+                                  : variants::run<__half, false>(p, variant, grid, stream);
   return centered ? variants::run<float, true>(p, variant, grid, stream) : variants::run<float, false>(p, variant, grid, stream);
 }
 
-int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, bool bf16, int variant) {
-  if (bf16) return centered ? variants::ws_rows<__nv_bfloat16, true>(rows, cols, variant)
-                            : variants::ws_rows<__nv_bfloat16, false>(rows, cols, variant);
+int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, int dtype, int variant) {
+  if (dtype == 1) return centered ? variants::ws_rows<__nv_bfloat16, true>(rows, cols, variant)
+                                  : variants::ws_rows<__nv_bfloat16, false>(rows, cols, variant);
+  if (dtype == 2) return centered ? variants::ws_rows<__half, true>(rows, cols, variant)
+                                  : variants::ws_rows<__half, false>(rows, cols, variant);
   return centered ? variants::ws_rows<float, true>(rows, cols, variant) : variants::ws_rows<float, false>(rows, cols, variant);
 }
 """
 
 CPP = r"""
 #include "kwb_norm.h"
-const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, bool bf16, int variant,
+const char* norm_backward_variant_launch(const kwb::NormBackwardParams& p, bool centered, int dtype, int variant,
                                          int64_t grid, cudaStream_t stream);
-int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, bool bf16, int variant);
+int64_t norm_backward_variant_ws_rows(int64_t rows, int64_t cols, bool centered, int dtype, int variant);
 
 std::vector<at::Tensor> norm_backward_variant(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight,
                                               const at::Tensor& mean, const at::Tensor& rstd, bool centered,
                                               int64_t variant) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && grad.is_contiguous() && grad.sizes() == x.sizes(),
               "norm_backward_variant: grad and x contiguous [rows, cols]");
-  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, "norm_backward_variant: fp32 or bf16");
-  const bool bf16 = x.scalar_type() == at::kBFloat16;
-  const int64_t rows = x.size(0), cols = x.size(1), vec = bf16 ? 8 : 4;
+  const auto st = x.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kBFloat16 || st == at::kHalf, "norm_backward_variant: fp32, bf16 or fp16");
+  const int dtype = st == at::kBFloat16 ? 1 : st == at::kHalf ? 2 : 0;
+  const int64_t rows = x.size(0), cols = x.size(1), vec = dtype == 0 ? 4 : 8;
   TORCH_CHECK(cols % vec == 0 && cols / vec <= 1024 && cols / vec >= 32, "norm_backward_variant: one 16-byte vector a thread");
   const int64_t planes = centered ? 2 : 1;
-  const int64_t ws_rows = norm_backward_variant_ws_rows(rows, cols, centered, bf16, (int)variant);
+  const int64_t ws_rows = norm_backward_variant_ws_rows(rows, cols, centered, dtype, (int)variant);
   at::Tensor gx = at::empty_like(x), gw = at::empty_like(weight), gb = at::empty_like(weight);
   at::Tensor ws = at::empty({ws_rows * planes, cols}, x.options().dtype(at::kFloat));
   kwb::NormBackwardParams p{};
@@ -421,7 +427,7 @@ std::vector<at::Tensor> norm_backward_variant(const at::Tensor& grad, const at::
   p.mean = centered ? mean.const_data_ptr<float>() : nullptr; p.rstd = rstd.const_data_ptr<float>();
   p.grad_x = gx.mutable_data_ptr(); p.grad_weight = gw.mutable_data_ptr(); p.grad_bias = centered ? gb.mutable_data_ptr() : nullptr;
   p.workspace = ws.mutable_data_ptr<float>(); p.rows = rows; p.cols = cols;
-  KWB_CHECK_LAUNCH("norm_backward_variant", norm_backward_variant_launch(p, centered, bf16, (int)variant, ws_rows,
+  KWB_CHECK_LAUNCH("norm_backward_variant", norm_backward_variant_launch(p, centered, dtype, (int)variant, ws_rows,
                    kwb::current_stream(x)));
   return {gx, gw, gb};
 }
@@ -454,21 +460,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
     parser.add_argument("--shapes", default="16384x4096", help="ROWSxCOLS, comma-separated")
-    parser.add_argument("--dtypes", default="bfloat16,float32", help="bfloat16, float32")
+    parser.add_argument("--dtypes", default="bfloat16,float32", help="bfloat16, float16, float32")
     parser.add_argument("--ops", default="layernorm,rmsnorm")
     parser.add_argument("--variants", default=",".join(map(str, VARIANTS)))
     parser.add_argument("--once", action="store_true",
                         help="launch each variant (and torch.compile's backward) once, for a profiler")
     args = parser.parse_args()
     shapes = parse_shapes(args.shapes)
-    dtypes = [getattr(torch, name) for name in args.dtypes.split(",")]
-    if any(d not in (torch.bfloat16, torch.float32) for d in dtypes):
-        raise SystemExit(f"--dtypes: bfloat16 or float32 (got {args.dtypes!r})")
+    known = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    if any(name not in known for name in args.dtypes.split(",")):
+        raise SystemExit(f"--dtypes: bfloat16, float16 or float32 (got {args.dtypes!r})")
+    dtypes = [known[name] for name in args.dtypes.split(",")]
     ops = args.ops.split(",")
     if any(op not in ("layernorm", "rmsnorm") for op in ops):
         raise SystemExit(f"--ops: layernorm or rmsnorm (got {args.ops!r})")
-    variants = [int(v) for v in args.variants.split(",")]
-    if any(v not in VARIANTS and v != 0 for v in variants):
+    variants = [int(v) if v.strip().isdigit() else -1 for v in args.variants.split(",")]
+    if any(v not in VARIANTS for v in variants):
         raise SystemExit(f"--variants: some of {VARIANTS} (got {args.variants!r})")
     k = wb.load_inline("norm_backward_variants", cuda=CUDA, cpp=CPP, functions=["norm_backward_variant"])
     for rows, cols in shapes:
@@ -512,7 +519,7 @@ def run_case(k, rows: int, cols: int, dtype, kind: str, variants: list[int], arg
                           inputs=[(grad, x, weight, m, rstd)], name=f"{kind} backward variant {v}",
                           label=f"{kind} bwd variant {v}", baselines="eager,compile" if v == 0 else "none",
                           bytes_moved=3 * x.numel() * x.element_size(),
-                          tolerance=None if dtype == torch.bfloat16 else (1e-3, 1e-3))  # fp32: sums of 16384 rows
+                          tolerance=None if dtype != torch.float32 else (1e-3, 1e-3))  # fp32: sums of 16384 rows
         for r in report.rows:
             print(f"{kind:>9} {r['dtype']:>8} {rows}x{cols} v{v} {r['provider']:>14} {r['median_us'] or 0:9.1f} us "
                   f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
