@@ -601,13 +601,16 @@ __global__ void __launch_bounds__(Shape::kMaxThreads) norm_backward_staged(NormB
 // The staged kernel's grid for rows of cols in Shape: as many blocks as the GPU holds at once,
 // at most one per kStagedMinSteps steps of rows; 0 where the shape does not apply (not whole
 // 16-byte vectors, rows of fewer than 128 vectors, or blocks of more than Shape::kMaxThreads
-// threads or not whole warps). Blocks an SM: read once per device and row width.
+// threads, not whole warps, or too few to zero the reduction scratch). Blocks an SM: read once
+// per device and row width.
 template <typename T, bool kCentered, typename Shape = DefaultStaged>
 int64_t norm_backward_staged_grid(int64_t rows, int64_t cols, bool aligned) {
   constexpr int kVec = 16 / sizeof(T);
   if (!aligned || cols % (kVec * Shape::kPer) != 0 || rows == 0) return 0;
   const int64_t threads = cols / (kVec * Shape::kPer);
-  if (cols / kVec < 128 || threads > Shape::kMaxThreads || threads % 32 != 0) return 0;
+  // a thread zeroes each float4 of the reduction scratch (2 x kRows x 2 sums x 8 of them)
+  if (cols / kVec < 128 || threads > Shape::kMaxThreads || threads % 32 != 0 || threads < 2 * Shape::kRows * 2 * 8)
+    return 0;
   static int cache[64][33] = {};  // [device][threads / 32]: blocks an SM
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;

@@ -312,7 +312,8 @@ def speedup(rows: list[dict]) -> Figure:
     if not kwb:
         raise ValueError("no kwb rows to plot speedups for")
     if not baselines:  # kwb's timings trusted, every baseline's not (or none timed): nothing to divide by
-        noisy = [r for r in rows if r["provider"] != "kwb" and r.get("median_us") is not None and r.get("trust")]
+        noisy = [r for r in rows if r["provider"] != "kwb" and r["method"] != "cuda_graph"
+                 and r.get("median_us") is not None and r.get("trust")]
         why = (f"all {len(noisy)} baseline timings were taken while other processes used the cores "
                f"(bench.csv's trust column: {noisy[0]['trust']}); run again on a quiet machine." if noisy
                else "no baseline (eager, torch.compile) was timed.")
