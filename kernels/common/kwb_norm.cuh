@@ -788,12 +788,11 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   const int vec = row_vec<T>(p.cols, aligned);
   const RowwiseLaunch L = norm_backward_launch<T>(p.rows, p.cols, aligned);
   const bool wide = vec > 1;
+  // the staged kernel where a shape applies; else the loop path (rows too long) or the register path
   int64_t ws_rows = with_staged_shape<T, kCentered>(p.rows, p.cols, aligned, [&](auto shape, int64_t grid) {
     norm_backward_staged_launch<T, kCentered, decltype(shape)>(p, grid, stream);
   });
-  if (ws_rows > 0) {
-    // launched by with_staged_shape
-  } else if (L.vecs == 0) {
+  if (ws_rows == 0 && L.vecs == 0) {
     if (L.grid > 0) {
       if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
       else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
@@ -801,7 +800,7 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
     const RowTiling t = column_sum_tiling(p.rows, p.cols, 1);
     ws_rows = t.row_blocks;
     if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
-  } else {
+  } else if (ws_rows == 0) {
     ws_rows = L.grid * L.rows_per_block;
     if (L.grid > 0) {
       constexpr int kVecs = kNormBackwardVecs;
