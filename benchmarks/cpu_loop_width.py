@@ -4,10 +4,7 @@ ATen's AVX-512 flags at 512-bit and at 256-bit preference, beside ATen's own add
 into one preallocated output, out of cache (2^22 fp32: 48 MB a call against a 32 MB L3). Each
 round calls every row once in a new random order; median of N and the p20-p80 spread.
 
-    python benchmarks/cpu_loop_width.py [--numel 4194304] [--threads 1] [--calls 150] [--alloc]
-
---alloc gives every call a new output, as the op and eager's add allocate theirs; a row for ATen's
-own Vectorized<float> (at::vec::map2) is built beside the loops.
+    python benchmarks/cpu_loop_width.py [--numel 4194304] [--threads 1] [--calls 150]
 """
 from __future__ import annotations
 
@@ -24,7 +21,6 @@ from workbench.jit import toolchain
 SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
-#include <ATen/cpu/vec/functional.h>
 
 static void span(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, int64_t s,
                  int64_t e) {
@@ -38,23 +34,12 @@ at::Tensor loop_into(const at::Tensor& a, const at::Tensor& b, at::Tensor c) {
   at::parallel_for(0, a.numel(), 32768, [=](int64_t s, int64_t e) { span(pa, pb, pc, s, e); });
   return c;
 }
-
-// ATen's own vector type (512 bits under CPU_CAPABILITY_AVX512), as its add kernel writes it.
-at::Tensor vec_into(const at::Tensor& a, const at::Tensor& b, at::Tensor c) {
-  const float* pa = a.const_data_ptr<float>();
-  const float* pb = b.const_data_ptr<float>();
-  float* pc = c.mutable_data_ptr<float>();
-  at::parallel_for(0, a.numel(), 32768, [=](int64_t s, int64_t e) {
-    at::vec::map2([](at::vec::Vectorized<float> x, at::vec::Vectorized<float> y) { return x + y; }, pc + s, pa + s, pb + s, e - s);
-  });
-  return c;
-}
 """
 
 
 def build(width: int):
     flags = [f for f in toolchain.cpu_capability_flags("AVX512") if not f.startswith("-mprefer-vector-width")]
-    return load_inline(f"kwb_loop_width_{width}", cpp_sources=SOURCE, functions=["loop_into", "vec_into"],
+    return load_inline(f"kwb_loop_width_{width}", cpp_sources=SOURCE, functions=["loop_into"],
                        extra_cflags=["-O3", "-fopenmp", *flags, f"-mprefer-vector-width={width}"],
                        extra_ldflags=["-fopenmp"])
 
@@ -64,20 +49,18 @@ def main() -> None:
     parser.add_argument("--numel", type=int, default=1 << 22)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--calls", type=int, default=150)
-    parser.add_argument("--alloc", action="store_true", help="a new output each call, as the op allocates one")
     args = parser.parse_args()
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         raise SystemExit(f"cpu_loop_width: needs an AVX-512 CPU (torch picked {torch.backends.cpu.get_cpu_capability()})")
     torch.set_num_threads(args.threads)
     loops = {width: build(width) for width in (512, 256)}
     a, b, c = torch.randn(args.numel), torch.randn(args.numel), torch.empty(args.numel)
-    out = (lambda: torch.empty(args.numel)) if args.alloc else (lambda: c)
-    rows = {"ATen add_out": lambda: torch.add(a, b, out=out()),
-            "loop, 512-bit": lambda: loops[512].loop_into(a, b, out()),
-            "loop, 256-bit": lambda: loops[256].loop_into(a, b, out()),
-            "at::vec map2, 512-bit": lambda: loops[512].vec_into(a, b, out())}
+    rows = {"ATen add_out": lambda: torch.add(a, b, out=c),
+            "loop, 512-bit": lambda: loops[512].loop_into(a, b, c),
+            "loop, 256-bit": lambda: loops[256].loop_into(a, b, c)}
     for fn in rows.values():
-        assert torch.equal(fn(), a + b)
+        fn()
+        assert torch.equal(c, a + b)
     times = {name: [] for name in rows}
     for _ in range(args.calls):
         order = list(rows)

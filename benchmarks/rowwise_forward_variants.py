@@ -556,52 +556,44 @@ const char* launch_reread(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variants 16 and 17: the shipped norm_forward_reread (kwb_norm.cuh) with unused dynamic shared
-// memory, so that kBlocks blocks fit an SM where its registers allow more (RMSNorm's 40: 6).
-template <int kOp, typename T, int kBlocks>
-const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
-  if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
-    return "does not apply: the shipped two-read kernel is the fp32 norms'";
-  } else {
-    if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
-    if (a.rows == 0) return nullptr;
-    // 228 KB of shared memory an SM, 1 KB reserved a block: 4 blocks at 47 KB (5 x 48 > 228),
-    // 5 at 40 KB (6 x 41 > 228 >= 5 x 41); with the kernel's 64 static bytes, 48 KB of padding
-    // passed the 48 KB a block takes without opting in ("invalid argument" on the H200).
-    // The padding also takes the L1 cache's share of the SM's 256 KB: these variants run with
-    // at most 28-68 KB of L1, the shipped kernel with what its 6 blocks leave (about 250 KB).
-    constexpr size_t kPad = (kBlocks == 4 ? 47 : 40) << 10;
-    auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
-    static const bool carved = [&] {  // all 228 KB as shared memory: the padding, not the carveout, decides
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-      return true;
-    }();
-    (void)carved;
-    const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
-    kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, kPad, stream>>>(p);
-    return kwb::last_launch_error();
-  }
-}
-
-// Variant 18: the shipped norm_forward_reread launched with the largest L1 share asked for
-// (carveout 0: its 64 bytes of shared memory need none), then the function's default restored, so
-// that variant 0's launches keep theirs. Its ncu row's "Shared Memory Configuration Size" shows
-// whether the request held.
+// The shipped norm_forward_reread (kwb_norm.cuh) launched with smem bytes of unused dynamic shared
+// memory and a carveout preference (percent of the SM's 256 KB as shared memory), the function's
+// default restored after the launch so that variant 0's launches keep theirs.
 template <int kOp, typename T>
-const char* shipped_reread_most_l1(const Args& a, cudaStream_t stream) {
+const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_t stream) {
   if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
     return "does not apply: the shipped two-read kernel is the fp32 norms'";
   } else {
     if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
     if (a.rows == 0) return nullptr;
     auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
-    kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, 0, stream>>>(p);
+    kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, smem, stream>>>(p);
     const char* err = kwb::last_launch_error();
     cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, -1);
     return err;
   }
+}
+
+// Variants 16 and 17: held to kBlocks blocks an SM by unused shared memory, where its registers
+// allow more (RMSNorm's 40: 6), all 228 KB as shared memory so that the padding, not the
+// carveout, decides. 1 KB reserved a block: 4 blocks at 47 KB (5 x 48 > 228), 5 at 40 KB
+// (6 x 41 > 228 >= 5 x 41); with the kernel's 64 static bytes, 48 KB of padding passed the 48 KB
+// a block takes without opting in ("invalid argument" on the H200). The padding also takes the
+// L1 cache's share of the SM's 256 KB: these variants run with at most 28-68 KB of L1, the
+// shipped kernel with what its 6 blocks leave (about 250 KB).
+template <int kOp, typename T, int kBlocks>
+const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
+  constexpr size_t kPad = (kBlocks == 4 ? 47 : 40) << 10;
+  return shipped_reread<kOp, T>(a, kPad, 100, stream);
+}
+
+// Variant 18: the largest L1 share asked for (carveout 0: its 64 bytes of shared memory need
+// none). Its ncu row's "Shared Memory Configuration Size" shows whether the request held.
+template <int kOp, typename T>
+const char* shipped_reread_most_l1(const Args& a, cudaStream_t stream) {
+  return shipped_reread<kOp, T>(a, 0, 0, stream);
 }
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
