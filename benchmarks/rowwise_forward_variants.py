@@ -93,7 +93,21 @@ variant 17: the same held to 5 blocks an SM (LayerNorm's 47 registers give it 5 
 variant 18: the shipped norm_forward_reread with the largest L1 share asked for (carveout 0):
            ncu put the second read's L1 hits at 48.8% (LayerNorm) and 32.4% (RMSNorm) in the
            shipped kernel, 2.4% in variant 17, 49-59% in Inductor's; this asks whether more L1
-           closes RMSNorm's 3%
+           closes RMSNorm's 3%. It did not (a3d21f0: LayerNorm 131.9 against shipped 131.3,
+           RMSNorm 132.5 against 132.7, compile 129.2 / 128.8)
+variant 19: the shipped norm_forward_reread with L1 eviction hints as Inductor's loads carry them
+           (ld.global.L1::evict_last.L2::cache_hint for the first read and the weight,
+           L1::evict_first for the second read): Inductor's L1 hit rate was 59% / 49% where
+           the shipped kernel's was 49% / 33%
+variant 20: the shipped norm_forward_reread with its register cap set for 4 blocks an SM (64
+           registers): variant 12, at 4 blocks an SM, ran RMSNorm in 128.9 us against the
+           shipped kernel's 132.7 (6 blocks, 40 registers); padding to 4 blocks (16) took L1
+variant 21: variants 19 and 20 together. (ptxas: RMSNorm keeps 40 registers under either cap,
+           so 20 and 21 change LayerNorm only: 64 registers, 4 blocks an SM.)
+variant 22: the shipped norm_forward_reread held to 4 blocks an SM by 23 KB of unused shared
+           memory a block, with a carveout of 44% (the 100 KB configuration: 4 x 24 KB fit, 5 do
+           not), so that L1 keeps about 156 KB where variant 16's 47 KB blocks left it 28
+variant 23: variant 22 with variant 19's L1 hints
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -559,14 +573,14 @@ const char* launch_reread(const Args& a, cudaStream_t stream) {
 // The shipped norm_forward_reread (kwb_norm.cuh) launched with smem bytes of unused dynamic shared
 // memory and a carveout preference (percent of the SM's 256 KB as shared memory), the function's
 // default restored after the launch so that variant 0's launches keep theirs.
-template <int kOp, typename T>
+template <int kOp, typename T, typename Tuning = kwb::ShippedReread>
 const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_t stream) {
   if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
     return "does not apply: the shipped two-read kernel is the fp32 norms'";
   } else {
     if (a.cols != kwb::kRereadCols) return "does not apply: the shipped two-read kernel is for rows of 4096";
     if (a.rows == 0) return nullptr;
-    auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm>;
+    auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm, Tuning>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
     kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, smem, stream>>>(p);
@@ -594,6 +608,13 @@ const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
 template <int kOp, typename T>
 const char* shipped_reread_most_l1(const Args& a, cudaStream_t stream) {
   return shipped_reread<kOp, T>(a, 0, 0, stream);
+}
+
+// Variants 19-21: the shipped norm_forward_reread built another way (kwb::RereadTuning): its
+// register cap set for 4 blocks an SM, not 5, and/or L1 eviction hints on its loads.
+template <int kOp, typename T, int kMinBlocks, bool kL1Hints>
+const char* shipped_reread_tuned(const Args& a, cudaStream_t stream) {
+  return shipped_reread<kOp, T, kwb::RereadTuning<kMinBlocks, kL1Hints>>(a, 0, -1, stream);
 }
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
@@ -645,6 +666,11 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 16: return shipped_reread_held<kOp, T, 4>(a, stream);
     case 17: return shipped_reread_held<kOp, T, 5>(a, stream);
     case 18: return shipped_reread_most_l1<kOp, T>(a, stream);
+    case 19: return shipped_reread_tuned<kOp, T, 5, true>(a, stream);
+    case 20: return shipped_reread_tuned<kOp, T, 4, false>(a, stream);
+    case 21: return shipped_reread_tuned<kOp, T, 4, true>(a, stream);
+    case 22: return shipped_reread<kOp, T>(a, 23 << 10, 44, stream);
+    case 23: return shipped_reread<kOp, T, kwb::RereadTuning<5, true>>(a, 23 << 10, 44, stream);
     default: return "no such variant";
   }
 }
@@ -703,7 +729,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(19))
+VARIANTS = tuple(range(24))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under

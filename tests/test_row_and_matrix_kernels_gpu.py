@@ -50,14 +50,15 @@ def test_the_large_size_bf16_16384x4096(k, name):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_the_staged_backward_at_every_row_count(k, name, dtype):
     """Rows of 128 to 1024 16-byte vectors take the staged backward (a persistent grid; two
-    rows a step below 512 vectors, one row of two vectors a thread from 512): one row, two, an
-    odd count, and more rows than the grid holds with a step left half full, in the narrowest
-    and widest rows of both shapes, and rows of 544 vectors, which the wide shape cannot split into
-    whole warps (272 threads) and the narrow one takes."""
+    rows a step below 512 vectors; from 512 a wide shape by dtype and op: fp32 one row of two
+    vectors a thread, 16-bit LayerNorm two rows of two, 16-bit RMSNorm one row of four): one
+    row, two, an odd count, and more rows than the grid holds with a step left half full, in
+    the narrowest and widest rows of each shape; rows of 640 vectors (160-320 threads); and
+    rows of 544, which the wide shapes cannot split into whole warps and the narrow one takes."""
     vec = 4 if dtype == torch.float32 else 8
     widest = 1024 * vec
     shapes = [(1, 1024), (2, 1024), (3, widest), (1001, 2048), (4099, 1024), (2053, widest), (517, widest // 2),
-              (33, 544 * vec)]
+              (65, 640 * vec), (33, 544 * vec)]
     report = wb.check(k[name], device="cuda", dtypes=[dtype], shapes=shapes)
     assert report.passed, str(report)
     assert len(report.cases) == len(shapes)

@@ -22,6 +22,8 @@
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
 // a separate column kernel that reads grad and x once more.
 #pragma once
+#include <type_traits>
+
 #include "kwb_norm.h"
 #include "kwb_rowwise.cuh"
 
@@ -220,18 +222,40 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
 // Loads and stores as volatile asm, in program order, as the variants it follows were written
 // (the first build, through __ldg / __stwb and with MeanM2Combine's division a merge, ran
 // LayerNorm at 143 us and RMSNorm at 133).
+// kL1: the L1 eviction priority asked for as well (Inductor's eviction_policy= sets both
+// levels: ld.global.L1::evict_last.L2::cache_hint), or none.
+enum class L1Hint { kNone, kEvictLast, kEvictFirst };
+template <L1Hint kL1 = L1Hint::kNone>
 __device__ __forceinline__ float4 load_f4_hinted(const float* p, uint64_t policy) {
   float4 v;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  if constexpr (kL1 == L1Hint::kEvictLast)
+    asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  else if constexpr (kL1 == L1Hint::kEvictFirst)
+    asm volatile("ld.global.L1::evict_first.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+  else
+    asm volatile("ld.global.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
 #else
   (void)policy;
   asm volatile("ld.global.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
 #endif
   return v;
 }
-__device__ __forceinline__ float4 load_f4_readonly(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+template <L1Hint kL1 = L1Hint::kNone>
+__device__ __forceinline__ float4 load_f4_readonly(const float* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  if constexpr (kL1 == L1Hint::kEvictLast) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::evict_last.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+  }
+#endif
+  return __ldg(reinterpret_cast<const float4*>(p));
+}
 __device__ __forceinline__ void store_f4(float* p, float a, float b, float c, float d) {
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d));
 }
@@ -248,8 +272,19 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 // LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
 // 2 x 4 of theirs in flight took the variant to 82 registers, 2 blocks an SM: 170 us);
 // RMSNorm's weight beside x (variant 12 129.5 us, loaded late 131.2).
-template <bool kCentered>
-__global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParams p) {
+// How the two-read forward is built: the blocks an SM its register cap is set for
+// (65536 / (256 x kMinBlocks)) and whether its loads ask L1 to keep the first read
+// (evict_last, the weight too) and drop the second (evict_first), as Inductor's do.
+template <int MinBlocks, bool L1Hints>
+struct RereadTuning {
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr L1Hint kKeep = L1Hints ? L1Hint::kEvictLast : L1Hint::kNone;
+  static constexpr L1Hint kDrop = L1Hints ? L1Hint::kEvictFirst : L1Hint::kNone;
+};
+using ShippedReread = RereadTuning<5, false>;
+
+template <bool kCentered, typename Tuning = ShippedReread>
+__global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward_reread(NormParams p) {
   constexpr int kStride = kRereadBlock * kRereadVecs * 4;  // columns a trip covers
   static_assert(kRereadCols == kStride, "one trip a read");
   __shared__ float scratch[2][kRereadWarps];
@@ -261,7 +296,7 @@ __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParam
     const uint64_t keep = l2_evict_last_policy();
     float4 v[kRereadVecs];
 #pragma unroll
-    for (int i = 0; i < kRereadVecs; ++i) v[i] = load_f4_hinted(xr + i * kRereadBlock * 4, keep);
+    for (int i = 0; i < kRereadVecs; ++i) v[i] = load_f4_hinted<Tuning::kKeep>(xr + i * kRereadBlock * 4, keep);
     if constexpr (kCentered) {
       // the thread's 16 values centered on their own mean, then merged pairwise: the variance of
       // centered values, whatever the row's offset or an outlier
@@ -321,14 +356,14 @@ __global__ void __launch_bounds__(kRereadBlock, 5) norm_forward_reread(NormParam
   float4 v[kRereadVecs], wv[kCentered ? 1 : kRereadVecs];
 #pragma unroll
   for (int i = 0; i < kRereadVecs; ++i) {
-    v[i] = load_f4_hinted(xr + i * kRereadBlock * 4, drop);
-    if constexpr (!kCentered) wv[i] = load_f4_readonly(w + i * kRereadBlock * 4);
+    v[i] = load_f4_hinted<Tuning::kDrop>(xr + i * kRereadBlock * 4, drop);
+    if constexpr (!kCentered) wv[i] = load_f4_readonly<Tuning::kKeep>(w + i * kRereadBlock * 4);
   }
 #pragma unroll
   for (int i = 0; i < kRereadVecs; ++i) {
     const int at = i * kRereadBlock * 4;
     if constexpr (kCentered) {
-      const float4 wi = load_f4_readonly(w + at), bi = load_f4_readonly(b + at);
+      const float4 wi = load_f4_readonly<Tuning::kKeep>(w + at), bi = load_f4_readonly<Tuning::kKeep>(b + at);
       store_f4(y + at, (v[i].x - mean) * rstd * wi.x + bi.x, (v[i].y - mean) * rstd * wi.y + bi.y,
                (v[i].z - mean) * rstd * wi.z + bi.z, (v[i].w - mean) * rstd * wi.w + bi.w);
     } else {
@@ -661,6 +696,16 @@ void norm_backward_staged_launch(const NormBackwardParams& p, int64_t grid, cuda
 // LayerNorm 206.4 against 269.9, RMSNorm 202.4 against 227.9; bf16 142.5 against 151.9 and
 // 113.9 against 122.9 (torch.compile's backward: 236.2, 221.9, 165.8, 141.6).
 using WideStaged = StagedShape<2, 1, 2>;
+// 16-bit rows of 512-1024 vectors (4096-8192 columns) by op: at <2, 1, 2> a thread holds 16
+// values of each tensor and the block's registers limit it (LayerNorm 99-111 registers,
+// RMSNorm fp16 96: 2 blocks of 256 an SM). Backward alone, H200, fp16 / bf16 (us, against
+// <2, 1, 2>): LayerNorm <2, 2, 1> 133.6 / 139.8 against 138.4 / 142.6 at 16384 x 4096, 273.9 /
+// 290.5 against 308.5 / 319.3 at 16384 x 8192; RMSNorm <4, 1, 2> (128 registers, 128 threads:
+// 4 blocks an SM) 110.4 / 110.6 against 128.9 / 114.0, 205.1 / 208.5 against 279.0 / 295.9
+// (torch.compile: LayerNorm 165.1 / 165.8, 330.8 / 333.6; RMSNorm 129.3 / 142.7, 289.2 / 289.1).
+template <typename T, bool kCentered>
+using WideStagedFor = std::conditional_t<sizeof(T) == 4, WideStaged,
+                                         std::conditional_t<kCentered, StagedShape<2, 2, 1>, StagedShape<4, 1, 2>>>;
 
 // The staged shape for rows of cols and its grid: f(Shape{}, grid) with the first shape that
 // applies; returns the grid, 0 where none does (the register and loop paths take those rows).
@@ -668,9 +713,10 @@ template <typename T, bool kCentered, typename F>
 int64_t with_staged_shape(int64_t rows, int64_t cols, bool aligned, F&& f) {
   constexpr int kVec = 16 / sizeof(T);
   if (cols / kVec >= 512 && cols / kVec <= 1024) {
-    const int64_t grid = norm_backward_staged_grid<T, kCentered, WideStaged>(rows, cols, aligned);
+    using Wide = WideStagedFor<T, kCentered>;
+    const int64_t grid = norm_backward_staged_grid<T, kCentered, Wide>(rows, cols, aligned);
     if (grid > 0) {
-      f(WideStaged{}, grid);
+      f(Wide{}, grid);
       return grid;
     }
   }
