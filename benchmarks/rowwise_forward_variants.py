@@ -108,6 +108,13 @@ variant 22: the shipped norm_forward_reread held to 4 blocks an SM by 23 KB of u
            memory a block, with a carveout of 44% (the 100 KB configuration: 4 x 24 KB fit, 5 do
            not), so that L1 keeps about 156 KB where variant 16's 47 KB blocks left it 28
 variant 23: variant 22 with variant 19's L1 hints
+Variants 19-23 at 031dd89 (H200, one run, us; torch.compile LayerNorm 129.9, RMSNorm 129.3;
+shipped then <5 blocks, no hints> 132.0 / 133.5; variant 12 148.4 / 129.8):
+  19: 131.3 / 130.8; 20: 130.1 / 133.0; 21: 130.1 / 130.8; 22: 133.6 / 130.8; 23: 130.8 / 130.4.
+  ncu: the hints took RMSNorm's L1 hits from 32% to 47% (Inductor's 49%), LayerNorm's from 49%
+  to 58% (Inductor's 59%); variant 22's carveout request gave the 132 KB configuration (5 blocks
+  fit: not held to 4). Shipped since: variant 21 (kwb::RereadTuning<4, true>), so variant 0 is
+  21 and variant 18 runs 21's build with the largest L1 share.
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 

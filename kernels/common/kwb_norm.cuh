@@ -200,7 +200,8 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
 // let more blocks share an SM. On the H200 at 16384 x 4096 (kwb run --full) this kernel ran
 // LayerNorm in 132.0 us and RMSNorm in 132.8, the register path 135.3 and 135.5, torch.compile
 // 129.4-130.0; the variants it follows (14 and 12 of benchmarks/rowwise_forward_variants.py)
-// 130.4 and 129.4 beside compile's 130.1 and 129.4.
+// 130.4 and 129.4 beside compile's 130.1 and 129.4. Its build (register cap, L1 hints):
+// RereadTuning below.
 constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
 constexpr int kRereadWarps = kRereadBlock / 32, kRereadThreadCols = kRereadCols / kRereadBlock;  // 16 a thread
 
@@ -275,13 +276,17 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 // How the two-read forward is built: the blocks an SM its register cap is set for
 // (65536 / (256 x kMinBlocks)) and whether its loads ask L1 to keep the first read
 // (evict_last, the weight too) and drop the second (evict_first), as Inductor's do.
+// Shipped: 4 blocks and the hints. H200, fp32 16384 x 4096, in one run (rowwise_forward_variants
+// 19-21, us): LayerNorm 132.0 as <5, no hints>, 131.3 with hints, 130.1 at <4> (64 registers,
+// 4 blocks an SM where 47 gave 5) with or without them; RMSNorm 133.5, 130.8 with hints (40
+// registers under either cap: L1 hits 32% -> 47%, Inductor's 49%); torch.compile 129.9 / 129.3.
 template <int MinBlocks, bool L1Hints>
 struct RereadTuning {
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr L1Hint kKeep = L1Hints ? L1Hint::kEvictLast : L1Hint::kNone;
   static constexpr L1Hint kDrop = L1Hints ? L1Hint::kEvictFirst : L1Hint::kNone;
 };
-using ShippedReread = RereadTuning<5, false>;
+using ShippedReread = RereadTuning<4, true>;
 
 template <bool kCentered, typename Tuning = ShippedReread>
 __global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward_reread(NormParams p) {
