@@ -115,6 +115,11 @@ shipped then <5 blocks, no hints> 132.0 / 133.5; variant 12 148.4 / 129.8):
   to 58% (Inductor's 59%); variant 22's carveout request gave the 132 KB configuration (5 blocks
   fit: not held to 4). Shipped since: variant 21 (kwb::RereadTuning<4, true>), so variant 0 is
   21 and variant 18 runs 21's build with the largest L1 share.
+variants 24-26: the shipped build (kwb::RereadTuning<4, true>) looping over rows on a persistent
+           grid of 4, 5 or 6 blocks an SM (kPersistent), every block the same rows give or take
+           one: blocks an SM set by the grid with all of L1 kept, where 16 and 22 set them by
+           shared memory and 20 by registers (RMSNorm's 40 registers allow 6; variant 12, 4 an
+           SM by its 49, ran 129.8 us where the shipped build ran 130.5-130.8)
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -581,7 +586,7 @@ const char* launch_reread(const Args& a, cudaStream_t stream) {
 // memory and a carveout preference (percent of the SM's 256 KB as shared memory), the function's
 // default restored after the launch so that variant 0's launches keep theirs.
 template <int kOp, typename T, typename Tuning = kwb::ShippedReread>
-const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_t stream) {
+const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_t stream, int64_t grid = 0) {
   if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
     return "does not apply: the shipped two-read kernel is the fp32 norms'";
   } else {
@@ -590,7 +595,7 @@ const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_
     auto kernel = kwb::norm_forward_reread<kOp == kLayerNorm, Tuning>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
-    kernel<<<static_cast<unsigned>(a.rows), kwb::kRereadBlock, smem, stream>>>(p);
+    kernel<<<static_cast<unsigned>(grid > 0 ? grid : a.rows), kwb::kRereadBlock, smem, stream>>>(p);
     const char* err = kwb::last_launch_error();
     cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, -1);
     return err;
@@ -622,6 +627,22 @@ const char* shipped_reread_most_l1(const Args& a, cudaStream_t stream) {
 template <int kOp, typename T, int kMinBlocks, bool kL1Hints>
 const char* shipped_reread_tuned(const Args& a, cudaStream_t stream) {
   return shipped_reread<kOp, T, kwb::RereadTuning<kMinBlocks, kL1Hints>>(a, 0, -1, stream);
+}
+
+// Variants 24-26: the shipped build looping over rows on a grid of about kBlocks an SM, sized
+// so that every block takes the same number of rows, give or take one (16384 rows at 4 an SM:
+// 32 rows each on 512 blocks, not 31.03 on 528).
+template <int kOp, typename T, int kBlocks>
+const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
+  if (a.rows == 0) return nullptr;
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int64_t slots = static_cast<int64_t>(kBlocks) * sms;
+  const int64_t per_block = (a.rows + slots - 1) / slots;
+  const int64_t grid = (a.rows + per_block - 1) / per_block;
+  using Tuning = kwb::RereadTuning<kwb::ShippedReread::kMinBlocks, true, true>;
+  return shipped_reread<kOp, T, Tuning>(a, 0, -1, stream, grid);
 }
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
@@ -678,6 +699,9 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 21: return shipped_reread_tuned<kOp, T, 4, true>(a, stream);
     case 22: return shipped_reread<kOp, T>(a, 23 << 10, 44, stream);
     case 23: return shipped_reread<kOp, T, kwb::RereadTuning<5, true>>(a, 23 << 10, 44, stream);
+    case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
+    case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);
+    case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
     default: return "no such variant";
   }
 }
@@ -736,7 +760,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(24))
+VARIANTS = tuple(range(27))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under

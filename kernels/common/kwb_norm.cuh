@@ -280,20 +280,21 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 // 19-21, us): LayerNorm 132.0 as <5, no hints>, 131.3 with hints, 130.1 at <4> (64 registers,
 // 4 blocks an SM where 47 gave 5) with or without them; RMSNorm 133.5, 130.8 with hints (40
 // registers under either cap: L1 hits 32% -> 47%, Inductor's 49%); torch.compile 129.9 / 129.3.
-template <int MinBlocks, bool L1Hints>
+// kPersistent: a block loops over rows (r += gridDim.x), so the launch's grid, not the
+// registers, sets the blocks an SM.
+template <int MinBlocks, bool L1Hints, bool Persistent = false>
 struct RereadTuning {
   static constexpr int kMinBlocks = MinBlocks;
+  static constexpr bool kPersistent = Persistent;
   static constexpr L1Hint kKeep = L1Hints ? L1Hint::kEvictLast : L1Hint::kNone;
   static constexpr L1Hint kDrop = L1Hints ? L1Hint::kEvictFirst : L1Hint::kNone;
 };
 using ShippedReread = RereadTuning<4, true>;
 
-template <bool kCentered, typename Tuning = ShippedReread>
-__global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward_reread(NormParams p) {
+template <bool kCentered, typename Tuning>
+__device__ __forceinline__ void norm_forward_reread_row(const NormParams& p, int64_t r, float (&scratch)[2][kRereadWarps]) {
   constexpr int kStride = kRereadBlock * kRereadVecs * 4;  // columns a trip covers
   static_assert(kRereadCols == kStride, "one trip a read");
-  __shared__ float scratch[2][kRereadWarps];
-  const int64_t r = blockIdx.x;
   const int first = threadIdx.x * 4;  // this thread's vector i starts at column first + i * kRereadBlock * 4
   const float* xr = static_cast<const float*>(p.x) + r * kRereadCols + first;
   float mean = 0.f, var;
@@ -374,6 +375,19 @@ __global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward
     } else {
       store_f4(y + at, v[i].x * rstd * wv[i].x, v[i].y * rstd * wv[i].y, v[i].z * rstd * wv[i].z, v[i].w * rstd * wv[i].w);
     }
+  }
+}
+
+template <bool kCentered, typename Tuning = ShippedReread>
+__global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward_reread(NormParams p) {
+  __shared__ float scratch[2][kRereadWarps];
+  if constexpr (Tuning::kPersistent) {
+    for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+      norm_forward_reread_row<kCentered, Tuning>(p, r, scratch);
+      __syncthreads();  // the next row's reduction rewrites scratch
+    }
+  } else {
+    norm_forward_reread_row<kCentered, Tuning>(p, blockIdx.x, scratch);
   }
 }
 
