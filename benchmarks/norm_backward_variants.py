@@ -30,7 +30,11 @@ variants 11-19: the shipped staged kernel (norm_backward_staged) in other shapes
            a thread, rows a step, stages>: 11 <2,1,2>, 12 <2,1,3>, 13 <2,2,1>, 14 <4,1,2>,
            15 <4,1,3>, 16 <4,2,1>, 17 <4,1,1> (no copy ahead: Inductor's shape, one row of
            256 threads at fp32 4096 with other blocks hiding the loads), 18 <2,1,1>, 19 <1,1,2>.
-           At fp32 4096 the shipped <1,2,2> takes 1024 threads and 128 KB a block: 1 block an SM.
+           At fp32 4096 the shipped <1,2,2> took 1024 threads and 128 KB a block: 1 block an SM.
+           Shipped since: rows of 512-1024 vectors take 11 <2,1,2> in fp32 (86fa668), and in
+           16-bit 13 <2,2,1> for LayerNorm and 14 <4,1,2> for RMSNorm (031dd89; a3d21f0's run:
+           benchmarks/results/nvidia-h200/2026-11-29-a3d21f0/norm_backward_variants.log, and
+           kernels/layernorm/NOTES.md "Round 12"), so variant 0 is one of those there.
 """
 from __future__ import annotations
 
