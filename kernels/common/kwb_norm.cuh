@@ -270,9 +270,6 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
   mean = 0.5f * (mean + other_mean);
 }
 
-// LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
-// 2 x 4 of theirs in flight took the variant to 82 registers, 2 blocks an SM: 170 us);
-// RMSNorm's weight beside x (variant 12 129.5 us, loaded late 131.2).
 // How the two-read forward is built: the blocks an SM its register cap is set for
 // (65536 / (256 x kMinBlocks)) and whether its loads ask L1 to keep the first read
 // (evict_last, the weight too) and drop the second (evict_first), as Inductor's do.
@@ -281,7 +278,8 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 // 4 blocks an SM where 47 gave 5) with or without them; RMSNorm 133.5, 130.8 with hints (40
 // registers under either cap: L1 hits 32% -> 47%, Inductor's 49%); torch.compile 129.9 / 129.3.
 // kPersistent: a block loops over rows (r += gridDim.x), so the launch's grid, not the
-// registers, sets the blocks an SM.
+// registers, sets the blocks an SM. Not shipped: at 4, 5 and 6 blocks an SM (variants 24-26)
+// LayerNorm ran 138.9-167.0 us and RMSNorm 136.8-153.2, against 129.1 and 130.3 with a block a row.
 template <int MinBlocks, bool L1Hints, bool Persistent = false>
 struct RereadTuning {
   static constexpr int kMinBlocks = MinBlocks;
@@ -291,6 +289,9 @@ struct RereadTuning {
 };
 using ShippedReread = RereadTuning<4, true>;
 
+// LayerNorm's weight and bias are loaded one output vector at a time (x's 4 vectors and
+// 2 x 4 of theirs in flight took the variant to 82 registers, 2 blocks an SM: 170 us);
+// RMSNorm's weight beside x (variant 12 129.5 us, loaded late 131.2).
 template <bool kCentered, typename Tuning>
 __device__ __forceinline__ void norm_forward_reread_row(const NormParams& p, int64_t r, float (&scratch)[2][kRereadWarps]) {
   constexpr int kStride = kRereadBlock * kRereadVecs * 4;  // columns a trip covers
