@@ -104,7 +104,7 @@ variant 20: the shipped norm_forward_reread with its register cap set for 4 bloc
            shipped kernel's 132.7 (6 blocks, 40 registers); padding to 4 blocks (16) took L1
 variant 21: variants 19 and 20 together. (ptxas: RMSNorm keeps 40 registers under either cap,
            so 20 and 21 change LayerNorm only: 64 registers, 4 blocks an SM.)
-variant 22: the shipped norm_forward_reread held to 4 blocks an SM by 23 KB of unused shared
+variant 22: the then shipped norm_forward_reread (<5, no hints>) held to 4 blocks an SM by 23 KB of unused shared
            memory a block, with a carveout of 44% (the 100 KB configuration: 4 x 24 KB fit, 5 do
            not), so that L1 keeps about 156 KB where variant 16's 47 KB blocks left it 28
 variant 23: variant 22 with variant 19's L1 hints
@@ -115,11 +115,15 @@ shipped then <5 blocks, no hints> 132.0 / 133.5; variant 12 148.4 / 129.8):
   to 58% (Inductor's 59%); variant 22's carveout request gave the 132 KB configuration (5 blocks
   fit: not held to 4). Shipped since: variant 21 (kwb::RereadTuning<4, true>), so variant 0 is
   21 and variant 18 runs 21's build with the largest L1 share.
-variants 24-26: the shipped build (kwb::RereadTuning<4, true>) looping over rows on a persistent
-           grid of 4, 5 or 6 blocks an SM (kPersistent), every block the same rows give or take
-           one: blocks an SM set by the grid with all of L1 kept, where 16 and 22 set them by
-           shared memory and 20 by registers (RMSNorm's 40 registers allow 6; variant 12, 4 an
-           SM by its 49, ran 129.8 us where the shipped build ran 130.5-130.8)
+variants 24-26: the shipped kernel with the hints, built for and looping over rows on a
+           persistent grid of 4, 5 or 6 blocks an SM (kPersistent), every block the same rows
+           give or take one: blocks an SM set by the grid with all of L1 kept, where 16 and 22
+           set them by shared memory and 20 by registers (variant 12, 4 an SM by its 49
+           registers, ran 129.8 us where the shipped build ran 130.5-130.8). Refused where fewer
+           blocks fit. At 402cfe1 all three were built for 4 blocks, so only these ran as
+           persistent grids: LayerNorm 24 (138.9 us; 64 registers, 4 fit) and RMSNorm 24 and 25
+           (136.8 and 136.8; 48 registers, 5 fit), against 129.1 and 130.3 with a block a row.
+           LayerNorm 25/26 (167.0, 147.6) and RMSNorm 26 (153.2) ran their grids in waves.
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -609,17 +613,20 @@ const char* shipped_reread(const Args& a, size_t smem, int carveout, cudaStream_
 // a block takes without opting in ("invalid argument" on the H200). The padding also takes the
 // L1 cache's share of the SM's 256 KB: these variants run with at most 28-68 KB of L1, the
 // shipped kernel with what its 6 blocks leave (about 250 KB).
+// Variants 16-18 and 22 keep the build they were measured with, the shipped one until 71bbf6d.
+using FirstReread = kwb::RereadTuning<5, false>;
+
 template <int kOp, typename T, int kBlocks>
 const char* shipped_reread_held(const Args& a, cudaStream_t stream) {
   constexpr size_t kPad = (kBlocks == 4 ? 47 : 40) << 10;
-  return shipped_reread<kOp, T>(a, kPad, 100, stream);
+  return shipped_reread<kOp, T, FirstReread>(a, kPad, 100, stream);
 }
 
 // Variant 18: the largest L1 share asked for (carveout 0: its 64 bytes of shared memory need
 // none). Its ncu row's "Shared Memory Configuration Size" shows whether the request held.
 template <int kOp, typename T>
 const char* shipped_reread_most_l1(const Args& a, cudaStream_t stream) {
-  return shipped_reread<kOp, T>(a, 0, 0, stream);
+  return shipped_reread<kOp, T, FirstReread>(a, 0, 0, stream);
 }
 
 // Variants 19-21: the shipped norm_forward_reread built another way (kwb::RereadTuning): its
@@ -629,20 +636,26 @@ const char* shipped_reread_tuned(const Args& a, cudaStream_t stream) {
   return shipped_reread<kOp, T, kwb::RereadTuning<kMinBlocks, kL1Hints>>(a, 0, -1, stream);
 }
 
-// Variants 24-26: the shipped build looping over rows on a grid of about kBlocks an SM, sized
-// so that every block takes the same number of rows, give or take one (16384 rows at 4 an SM:
-// 32 rows each on 512 blocks, not 31.03 on 528).
+// Variants 24-26: the shipped kernel with the hints, built for kBlocks an SM and looping over
+// rows on a grid of kBlocks an SM, sized so that every block takes the same number of rows,
+// give or take one (16384 rows at 4 an SM: 32 rows each on 512 blocks, not 31.03 on 528).
+// Refused where fewer than kBlocks fit (the grid would run in waves, not persist).
 template <int kOp, typename T, int kBlocks>
 const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
-  if (a.rows == 0) return nullptr;
-  int device = 0, sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int64_t slots = static_cast<int64_t>(kBlocks) * sms;
-  const int64_t per_block = (a.rows + slots - 1) / slots;
-  const int64_t grid = (a.rows + per_block - 1) / per_block;
-  using Tuning = kwb::RereadTuning<kwb::ShippedReread::kMinBlocks, true, true>;
-  return shipped_reread<kOp, T, Tuning>(a, 0, -1, stream, grid);
+  if constexpr ((kOp != kLayerNorm && kOp != kRmsNorm) || sizeof(T) != 4) {
+    return "does not apply: the shipped two-read kernel is the fp32 norms'";
+  } else {
+    if (a.rows == 0) return nullptr;
+    using Tuning = kwb::RereadTuning<kBlocks, true, true>;
+    int fit = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kwb::norm_forward_reread<kOp == kLayerNorm, Tuning>,
+                                                  kwb::kRereadBlock, 0);
+    if (fit < kBlocks) return "does not apply: fewer blocks than asked fit an SM";
+    const int64_t slots = static_cast<int64_t>(kBlocks) * kwb::sm_count();
+    const int64_t per_block = (a.rows + slots - 1) / slots;
+    const int64_t grid = (a.rows + per_block - 1) / per_block;
+    return shipped_reread<kOp, T, Tuning>(a, 0, -1, stream, grid);
+  }
 }
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
@@ -697,7 +710,7 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 19: return shipped_reread_tuned<kOp, T, 5, true>(a, stream);
     case 20: return shipped_reread_tuned<kOp, T, 4, false>(a, stream);
     case 21: return shipped_reread_tuned<kOp, T, 4, true>(a, stream);
-    case 22: return shipped_reread<kOp, T>(a, 23 << 10, 44, stream);
+    case 22: return shipped_reread<kOp, T, FirstReread>(a, 23 << 10, 44, stream);
     case 23: return shipped_reread<kOp, T, kwb::RereadTuning<5, true>>(a, 23 << 10, 44, stream);
     case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
     case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);

@@ -197,11 +197,10 @@ __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
 // (its triton_red_ kernel: benchmarks/inductor_kernels.py). The first read, kept in L2
 // (evict_last), gives the statistics; the second, marked evict_first, is normalized and written.
 // So a thread's 4 vectors are not held through the reductions and the store, and fewer registers
-// let more blocks share an SM. On the H200 at 16384 x 4096 (kwb run --full) this kernel ran
-// LayerNorm in 132.0 us and RMSNorm in 132.8, the register path 135.3 and 135.5, torch.compile
-// 129.4-130.0; the variants it follows (14 and 12 of benchmarks/rowwise_forward_variants.py)
-// 130.4 and 129.4 beside compile's 130.1 and 129.4. Its build (register cap, L1 hints):
-// RereadTuning below.
+// let more blocks share an SM. On the H200 at 16384 x 4096 (kwb run --full) this kernel first
+// ran LayerNorm in 132.0 us and RMSNorm in 132.8, the register path 135.3 and 135.5,
+// torch.compile 129.4-130.0. Built as RereadTuning<4, true> (below): 129.5-129.6 and
+// 130.5-130.6 (two runs at 71bbf6d; compile 129.1 and 128.9-129.0).
 constexpr int kRereadCols = 4096, kRereadBlock = 256, kRereadVecs = 4;
 constexpr int kRereadWarps = kRereadBlock / 32, kRereadThreadCols = kRereadCols / kRereadBlock;  // 16 a thread
 
@@ -247,6 +246,7 @@ __device__ __forceinline__ float4 load_f4_hinted(const float* p, uint64_t policy
 }
 template <L1Hint kL1 = L1Hint::kNone>
 __device__ __forceinline__ float4 load_f4_readonly(const float* p) {
+  static_assert(kL1 != L1Hint::kEvictFirst, "the read-only loads keep (evict_last) or take no hint");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
   if constexpr (kL1 == L1Hint::kEvictLast) {
     float4 v;
@@ -278,8 +278,9 @@ __device__ __forceinline__ void merge_equal_halves(float& mean, float& m2, float
 // 4 blocks an SM where 47 gave 5) with or without them; RMSNorm 133.5, 130.8 with hints (40
 // registers under either cap: L1 hits 32% -> 47%, Inductor's 49%); torch.compile 129.9 / 129.3.
 // kPersistent: a block loops over rows (r += gridDim.x), so the launch's grid, not the
-// registers, sets the blocks an SM. Not shipped: at 4, 5 and 6 blocks an SM (variants 24-26)
-// LayerNorm ran 138.9-167.0 us and RMSNorm 136.8-153.2, against 129.1 and 130.3 with a block a row.
+// registers, sets the blocks an SM (when the build lets that many fit). Not shipped: as
+// persistent grids LayerNorm ran 138.9 us at 4 blocks an SM and RMSNorm 136.8 at 4 and at 5
+// (rowwise_forward_variants 24-25), against 129.1 and 130.3 with a block a row.
 template <int MinBlocks, bool L1Hints, bool Persistent = false>
 struct RereadTuning {
   static constexpr int kMinBlocks = MinBlocks;
