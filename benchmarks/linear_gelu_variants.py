@@ -17,6 +17,13 @@ mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Ind
 addmm_gelu_   the erf form as one addmm (bias epilogue), then ATen's GELU in place over all of y
 chunkR        the same in blocks of R rows: each block's GELU pass reads the block's product
          while it is still in the 50 MB L2 (--erf-chunks: bf16 and fp16, 8192 x 4096 -> 16384)
+sm90a_cC_sS_rR  (--sm90a, H100) CUTLASS's product with bias + GELU in its epilogue
+         (k.linear_gelu_sm90a): tile config C (0 shipped: 128 x 256, cluster 2 x 1, cooperative;
+         1: cluster 1 x 2; 2: 256 x 128; 3: 128 x 128 ping-pong; 4: the shipped tile, tanh form),
+         tile swizzle S, raster R (0 heuristic, 1 along m, 2 along n). Builds linear_gelu with
+         -DKWB_LINEAR_GELU_SM90A_VARIANTS (four more CUTLASS instantiations).
+train_*  (--sm90a) linear_gelu_forward (y and the product before the GELU), shipped, against
+         addmm then F.gelu (the cuBLAS route's kernels)
 
 Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
 reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
@@ -57,7 +64,10 @@ def main() -> None:
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
     parser.add_argument("--sizes", help="only these sizes, MxKxN comma-separated (default: every case's)")
     parser.add_argument("--erf-chunks", action="store_true", help="only the erf form's large 16-bit product, whole and in row blocks")
+    parser.add_argument("--sm90a", action="store_true", help="only the CUTLASS product's configs and schedules (H100)")
     args = parser.parse_args()
+    if args.sm90a:
+        return sm90a(args)
     k = wb.load("linear_gelu")
     bg = wb.load("bias_gelu")
     spec = k.spec
@@ -87,6 +97,47 @@ def main() -> None:
                     continue  # fp32 only
                 if name == "addmm_activation" and approximate != "tanh":
                     continue  # its epilogue is the tanh form only
+                report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
+                                  label=name, baselines="eager,compile" if name == "shipped" else "none",
+                                  flops=spec.flops(size, dtype), bytes_moved=spec.bytes_moved(size, dtype),
+                                  tolerance=spec.TOLERANCES)
+                show(report)
+                if args.out:
+                    report.save(args.out)
+
+
+def sm90a(args) -> None:
+    k = wb.load("linear_gelu", extra_cuda_cflags=["-DKWB_LINEAR_GELU_SM90A_VARIANTS"])
+    spec = k.spec
+    only = {tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")} if args.sizes else None
+
+    def cutlass(config, swizzle=1, raster=0):
+        return lambda x, w, b, a: k.linear_gelu_sm90a(x, w, b, a, config, swizzle, raster)
+
+    def train_route(fn):  # y and pre, as the training forward returns them; checked on y
+        return lambda x, w, b, a: fn(x, w, b, a)[0]
+
+    def addmm_then_gelu(x, w, b, a):
+        pre = torch.addmm(b, x, w.t())
+        return torch.nn.functional.gelu(pre, approximate=a), pre
+
+    cases = [(torch.bfloat16, "none", LARGE), (torch.float16, "none", LARGE[1:]), (torch.bfloat16, "tanh", LARGE[1:])]
+    for dtype, approximate, sizes in cases:
+        for size in sizes:
+            if only is not None and tuple(size) not in only:
+                continue
+            m, kk, n = size
+            if approximate == "tanh":
+                variants = {"shipped": k.linear_gelu, "sm90a_c4_s1_r0": cutlass(4)}
+            else:
+                variants = {"shipped": k.linear_gelu, "addmm_gelu_": chunked(None)}
+                configs = (0, 1, 2, 3) if dtype == torch.bfloat16 and size == LARGE[1] else (0,)
+                variants.update({f"sm90a_c{c}_s1_r0": cutlass(c) for c in configs})
+                if dtype == torch.bfloat16 and size == LARGE[1]:
+                    variants.update({f"sm90a_c0_s{s_}_r{r}": cutlass(0, s_, r) for s_, r in ((2, 0), (4, 0), (8, 0), (1, 1), (1, 2))})
+                variants.update({"train_shipped": train_route(k.linear_gelu_forward), "train_addmm_gelu": train_route(addmm_then_gelu)})
+            args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
+            for name, fn in variants.items():
                 report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
                                   label=name, baselines="eager,compile" if name == "shipped" else "none",
                                   flops=spec.flops(size, dtype), bytes_moved=spec.bytes_moved(size, dtype),

@@ -258,3 +258,60 @@ def test_half_and_double_are_handled_clearly(k):
         k["softmax"].softmax(x)
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         torch.testing.assert_close(k["softmax"].softmax(x.to(dtype)).float(), torch.softmax(x, -1).float(), atol=1e-3, rtol=1e-2)
+
+
+def _hopper():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+needs_hopper = pytest.mark.skipif(not torch.cuda.is_available() or not _hopper(),
+                                  reason="the CUTLASS product is built for sm_90a, which runs on compute capability 9.0 (H100, H200)")
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_linear_gelu_sm90a_matches_the_reference_on_tile_edges(k, dtype):
+    spec = k["linear_gelu"].spec
+    # k and n multiples of 8 (TMA's 16 bytes); m, n and k short of, at and past the 128 x 256 x 64
+    # tile and its 2 x 1 cluster: one row, one partial tile, several waves of tiles
+    shapes = [(1, 8, 8), (3, 40, 264), (127, 64, 256), (129, 72, 520), (300, 1032, 2056), (1000, 264, 776), (4100, 256, 4104)]
+    report = wb.check(k["linear_gelu"].linear_gelu_sm90a, spec.reference, inputs=spec.inputs_for("none"), device="cuda",
+                      dtypes=[dtype], shapes=shapes, tolerance=spec.TOLERANCES, name="linear_gelu_sm90a")
+    assert report.passed, str(report)
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_linear_gelu_sm90a_route_keeps_the_product_for_the_backward(k, dtype):
+    lg, spec = k["linear_gelu"], k["linear_gelu"].spec
+    # 4096 x 4104 outputs: past the route's 2^24, so both ops take the CUTLASS product
+    x, w, b, a = spec.inputs_for("none")((4096, 264, 4104), dtype, "cuda", torch.Generator().manual_seed(3))
+    y, pre = lg.linear_gelu_forward(x, w, b, a)
+    pre_ref = F.linear(x.double(), w.double(), b.double())
+    torch.testing.assert_close(pre.double(), pre_ref, atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(y.double(), F.gelu(pre_ref), atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(lg.linear_gelu(x, w, b, a), y)  # the same product and epilogue math, without pre
+    xs, ws, bs = (t.detach().requires_grad_() for t in (x, w, b))
+    grads = torch.autograd.grad(lg.linear_gelu(xs, ws, bs, a).float().square().sum(), (xs, ws, bs))
+    xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
+    expected = torch.autograd.grad(F.gelu(F.linear(xr, wr, br)).square().sum(), (xr, wr, br))
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got.double(), want, atol=0.5, rtol=5e-2)
+
+
+@needs_hopper
+def test_linear_gelu_sm90a_names_what_it_cannot_take(k):
+    lg = k["linear_gelu"]
+    x = torch.randn(16, 12, device="cuda", dtype=torch.bfloat16)  # k = 12: rows 24 bytes apart
+    w, b = torch.randn(8, 12, device="cuda", dtype=torch.bfloat16), torch.randn(8, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="k and n must be multiples of 8"):
+        lg.linear_gelu_sm90a(x, w, b)
+    with pytest.raises(ValueError, match="swizzle must be 1, 2, 4 or 8"):
+        lg.linear_gelu_sm90a(x, w, b, "none", 0, 3)
+    with pytest.raises(ValueError, match="config 4 is the tanh form"):
+        lg.linear_gelu_sm90a(x, w, b, "none", 4)
+    with pytest.raises(TypeError, match="supports Half, BFloat16"):
+        lg.linear_gelu_sm90a(x.float(), w.float(), b.float())
+    # the shipped op takes another route where this one cannot
+    expected = F.gelu(F.linear(x.double(), w.double(), b.double()))
+    torch.testing.assert_close(lg.linear_gelu(x, w, b).double(), expected, atol=2e-2, rtol=1e-2)

@@ -5,13 +5,17 @@
 // CUDA routes (kernels/linear_gelu/NOTES.md has the measurements behind them):
 //   fp32 with kSkinnyMinRows to kSkinnyMaxRows rows (contiguous, k a multiple of 4): the skinny
 //     kernel, bias + GELU in its epilogue.
+//   erf form, 16-bit, at least kSm90aMinOutputs outputs, on the H100 (compute capability 9.0):
+//     the CUTLASS product with bias + GELU in its epilogue (linear_gelu_sm90a.cuh), which
+//     also writes the product before the GELU where training keeps it.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
 //   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
 //     (cuBLASLt's GELU epilogue is the tanh form only).
 // For training (linear_gelu_forward) the product before the GELU is kept for the backward:
-// addmm, then a GELU pass from it into y. Its backward: one pass for grad * GELU'(pre) and the
-// bias gradient (its column sums), then cuBLAS's two products.
+// addmm, then a GELU pass from it into y (the CUTLASS route: both from one kernel). Its
+// backward: one pass for grad * GELU'(pre) and the bias gradient (its column sums), then
+// cuBLAS's two products.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/_addmm_activation.h>
@@ -21,6 +25,7 @@
 #include <ATen/ops/sum.h>
 #include <c10/util/accumulate.h>
 
+#include <functional>
 #include <string>
 #include <tuple>
 
@@ -36,6 +41,10 @@ namespace {
 // 21.0 / 33.4, cuBLAS (eager) 13.6 / 17.8 / 23.9 / 40.9 / 40.9 / 33.4, torch.compile 13.4 / 17.5
 // / 23.5 / 22.4 / 21.9 / 23.1 (kernels/linear_gelu/NOTES.md).
 constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 32;
+
+// The CUTLASS route's smallest product (m x n outputs) and its tile walk.
+constexpr int64_t kSm90aMinOutputs = int64_t{1} << 24;
+constexpr int kSm90aSwizzle = 1, kSm90aRaster = 0;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;
@@ -158,6 +167,10 @@ at::Tensor linear_gelu_tiled_cpu(const at::Tensor&, const at::Tensor&, const at:
 at::Tensor linear_gelu_skinny_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view) {
   return variant_cpu("linear_gelu_skinny", "linear_gelu's CUDA kernel for small fp32 batches");
 }
+at::Tensor linear_gelu_sm90a_cpu(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::string_view, int64_t,
+                                 int64_t, int64_t) {
+  return variant_cpu("linear_gelu_sm90a", "linear_gelu's CUTLASS product for the H100");
+}
 
 // ---- CUDA -------------------------------------------------------------------------------
 
@@ -202,6 +215,39 @@ void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_f
   KWB_CHECK_LAUNCH(op, gelu_cuda(p, kwb::to_dtype(pre.scalar_type()), kwb::current_stream(pre)));
 }
 
+// The CUTLASS product: y (and pre, if asked) from x, W and b. nullptr where it ran, else why it
+// cannot take this call (the caller then takes another route); a failed launch raises.
+using Sm90aCall = std::function<const char*(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t)>;
+const char* run_sm90a(const char* op, const Sm90aCall& entry, const at::Tensor& x2, const at::Tensor& weight,
+                      const at::Tensor& bias, at::Tensor& y, at::Tensor* pre, int swizzle, int raster) {
+  if (!kwb::all_aligned({&x2, &weight, &bias}) || !weight.is_contiguous() || !bias.is_contiguous())
+    return "x, weight and bias must be contiguous and 16-byte aligned";
+  if (x2.size(0) == 0 || x2.size(1) == 0 || weight.size(0) == 0) return "the product is empty";
+  Sm90aSchedule schedule{};
+  if (!linear_gelu_sm90a_schedule(swizzle, raster, &schedule)) return "the GPU is not compute capability 9.0";
+  y = at::empty({x2.size(0), weight.size(0)}, x2.options());
+  if (pre) *pre = at::empty_like(y);
+  const LinearGeluParams p{x2.const_data_ptr(), weight.const_data_ptr(), bias.const_data_ptr(), y.mutable_data_ptr(),
+                           pre ? pre->mutable_data_ptr() : nullptr, x2.size(0), weight.size(0), x2.size(1), false,
+                           nullptr, 1};
+  const cudaStream_t stream = kwb::current_stream(x2);
+  size_t bytes = 0;
+  if (const char* why = entry(p, schedule, nullptr, &bytes, stream)) return why;
+  const at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, x2.options().dtype(at::kByte));
+  KWB_CHECK_LAUNCH(op, entry(p, schedule, bytes ? workspace.mutable_data_ptr() : nullptr, nullptr, stream));
+  return nullptr;
+}
+
+// The shipped route's CUTLASS entry for this call, or nullptr where cuBLAS's route is taken.
+LinearGeluSm90aEntry sm90a_route(const at::Tensor& x, const at::Tensor& weight, bool tanh_form, bool with_pre) {
+  const at::ScalarType t = x.scalar_type();
+  if (tanh_form || (t != at::kHalf && t != at::kBFloat16) || !x.is_contiguous()) return nullptr;
+  const int64_t m = c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1);
+  if (m * weight.size(0) < kSm90aMinOutputs) return nullptr;
+  if (t == at::kHalf) return with_pre ? linear_gelu_sm90a_fp16_pre : linear_gelu_sm90a_fp16;
+  return with_pre ? linear_gelu_sm90a_bf16_pre : linear_gelu_sm90a_bf16;
+}
+
 at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             c10::string_view approximate) {
   constexpr const char* op = "linear_gelu";
@@ -209,7 +255,10 @@ at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& weight, const
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y;
-  if (skinny_route(x, weight)) {
+  const LinearGeluSm90aEntry sm90a = sm90a_route(x, weight, tanh_form, false);
+  if (sm90a && !run_sm90a(op, sm90a, rows_of(x), weight, bias, y, nullptr, kSm90aSwizzle, kSm90aRaster)) {
+    // y holds the product and its GELU
+  } else if (skinny_route(x, weight)) {
     y = run_matrix_kernel(op, linear_gelu_skinny_cuda, x, weight, bias, tanh_form, nullptr);
   } else if (tanh_form) {
     y = at::_addmm_activation(bias, rows_of(x), weight.t(), 1, 1, /*use_gelu=*/true);
@@ -227,7 +276,10 @@ std::tuple<at::Tensor, at::Tensor> linear_gelu_forward_cuda(const at::Tensor& x,
   check_args(op, x, weight, bias, kCudaTypes, "CUDA");
   const c10::cuda::CUDAGuard guard(x.device());
   at::Tensor y, pre;
-  if (skinny_route(x, weight)) {
+  const LinearGeluSm90aEntry sm90a = sm90a_route(x, weight, tanh_form, true);
+  if (sm90a && !run_sm90a(op, sm90a, rows_of(x), weight, bias, y, &pre, kSm90aSwizzle, kSm90aRaster)) {
+    // y and pre from one kernel
+  } else if (skinny_route(x, weight)) {
     y = run_matrix_kernel(op, linear_gelu_skinny_cuda, x, weight, bias, tanh_form, &pre);
   } else {
     pre = at::addmm(bias, rows_of(x), weight.t());
@@ -278,6 +330,35 @@ at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weig
   return matrix_kernel_op("linear_gelu_tiled", linear_gelu_tiled_cuda, x, weight, bias, approximate);
 }
 
+// The CUTLASS product alone, whatever the shape: config 0 is the shipped tile (bf16 or fp16),
+// 1.. the bf16 variants of a build with -DKWB_LINEAR_GELU_SM90A_VARIANTS; the erf form, except
+// config 4 (tanh). Raises where it cannot take the call.
+at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     c10::string_view approximate, int64_t config, int64_t swizzle, int64_t raster) {
+  constexpr const char* op = "linear_gelu_sm90a";
+  const bool tanh_form = is_tanh(op, approximate);
+  check_args(op, x, weight, bias, {at::kHalf, at::kBFloat16}, "CUDA");
+  TORCH_CHECK_VALUE(tanh_form == (config == 4), op, ": config ", config, " is the ", config == 4 ? "tanh" : "erf",
+                    " form; approximate='", std::string(approximate), "' asks for the other");
+  TORCH_CHECK_VALUE(config == 0 || x.scalar_type() == at::kBFloat16, op, ": configs 1-4 are bf16 only, got ",
+                    x.scalar_type());
+  TORCH_CHECK_VALUE(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, op,
+                    ": swizzle must be 1, 2, 4 or 8, got ", swizzle);
+  TORCH_CHECK_VALUE(raster >= 0 && raster <= 2, op, ": raster must be 0 (heuristic), 1 (along m) or 2 (along n), got ", raster);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const LinearGeluSm90aEntry shipped = x.scalar_type() == at::kHalf ? linear_gelu_sm90a_fp16 : linear_gelu_sm90a_bf16;
+  const Sm90aCall entry = config == 0 ? Sm90aCall(shipped)
+                                      : [config](const LinearGeluParams& p, const Sm90aSchedule& s, void* w, size_t* b,
+                                                 cudaStream_t st) {
+                                          return linear_gelu_sm90a_variant(static_cast<int>(config), p, s, w, b, st);
+                                        };
+  at::Tensor y;
+  const char* why = run_sm90a(op, entry, rows_of(x), weight, bias, y, nullptr, static_cast<int>(swizzle),
+                              static_cast<int>(raster));
+  TORCH_CHECK(why == nullptr, op, ": cannot run here: ", why);
+  return y.reshape(out_shape(x, weight));
+}
+
 at::Tensor linear_gelu_skinny_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                       c10::string_view approximate) {
   return matrix_kernel_op("linear_gelu_skinny", linear_gelu_skinny_cuda, x, weight, bias, approximate);
@@ -294,6 +375,8 @@ KWB_LIBRARY(m) {
   m.def("linear_gelu_naive(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_tiled(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_skinny(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
+  m.def("linear_gelu_sm90a(Tensor x, Tensor weight, Tensor bias, str approximate='none', int config=0, int swizzle=1, "
+        "int raster=0) -> Tensor");
 }
 
 KWB_LIBRARY_IMPL(m, CPU) {
@@ -303,6 +386,7 @@ KWB_LIBRARY_IMPL(m, CPU) {
   m.impl("linear_gelu_naive", &linear_gelu_naive_cpu);
   m.impl("linear_gelu_tiled", &linear_gelu_tiled_cpu);
   m.impl("linear_gelu_skinny", &linear_gelu_skinny_cpu);
+  m.impl("linear_gelu_sm90a", &linear_gelu_sm90a_cpu);
 }
 
 #ifdef KWB_WITH_CUDA
@@ -313,5 +397,6 @@ KWB_LIBRARY_IMPL(m, CUDA) {
   m.impl("linear_gelu_naive", &linear_gelu_naive_cuda_op);
   m.impl("linear_gelu_tiled", &linear_gelu_tiled_cuda_op);
   m.impl("linear_gelu_skinny", &linear_gelu_skinny_cuda_op);
+  m.impl("linear_gelu_sm90a", &linear_gelu_sm90a_cuda_op);
 }
 #endif

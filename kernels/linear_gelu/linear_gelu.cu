@@ -271,6 +271,15 @@ bool linear_gelu_skinny_fills_gpu(int64_t m, int64_t n) {
   return (n + cols - 1) / cols * ((m + 15) / 16) >= kwb::sm_count();
 }
 
+bool linear_gelu_sm90a_schedule(int swizzle, int raster, Sm90aSchedule* s) {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  *s = Sm90aSchedule{device, kwb::sm_count(), swizzle, raster};
+  return major == 9 && minor == 0;
+}
+
 const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype, cudaStream_t stream) {
   return p.m <= 16 ? launch_skinny<SkinnyFew>(p, dtype, stream) : launch_skinny<SkinnyMany>(p, dtype, stream);
 }

@@ -2,10 +2,13 @@
 // y = GELU(x W^T + b): x is m x k, W is n x k (nn.Linear's layout), b is n, y is m x n.
 //
 // The matrix products of the shipped route run on cuBLAS / cuBLASLt (through ATen, in
-// linear_gelu.cpp); this file's kernels are the GELU passes, and two matrix kernels of
-// our own: the naive one of the tutorials and a shared-memory tiled one (kept for teaching),
-// and a skinny one, which wins for small fp32 batches (NOTES.md).
+// linear_gelu.cpp) or, for the erf form's large 16-bit products on the H100, on CUTLASS with
+// the GELU in its epilogue (linear_gelu_sm90a.cuh); linear_gelu.cu's kernels are the GELU
+// passes, and matrix kernels of our own: the naive one of the tutorials and a shared-memory
+// tiled one (kept for teaching), and a skinny one, which wins for small fp32 batches (NOTES.md).
 #pragma once
+#include <cstddef>
+
 #include "kwb_dtype.h"
 
 struct LinearGeluParams {
@@ -57,3 +60,36 @@ const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream
 // aligned: grad, pre and grad_pre are 16-byte aligned.
 int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);
 const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
+
+// ---- Hopper (sm_90a) products with the GELU in the epilogue: the *_sm90a.cu units --------
+
+// How the persistent kernel walks its tiles; device and sm_count as the caller's GPU has them.
+struct Sm90aSchedule {
+  int device;
+  int sm_count;
+  int swizzle;  // tiles grouped 1, 2, 4 or 8 at a time along the raster (L2 reuse)
+  int raster;   // 0: CUTLASS's heuristic, 1: along m, 2: along n
+};
+
+// The current GPU's schedule for the entries below; false where that GPU is not compute
+// capability 9.0 (an sm_90a cubin runs there alone).
+bool linear_gelu_sm90a_schedule(int swizzle, int raster, Sm90aSchedule* s);
+
+// What an entry returns where its unit was not compiled for sm_90a (the build does not target
+// 9.0, or CUTLASS's headers were missing): linear_gelu.cpp then takes cuBLAS's route.
+inline constexpr const char* kLinearGeluSm90aAbsent = "not built for sm_90a";
+
+// Each: with workspace == nullptr and bytes given, checks that it takes the problem (nullptr,
+// and the workspace it needs in *bytes) or says why not; else runs it. Inputs contiguous
+// 16-bit, k and n multiples of 8, every pointer 16-byte aligned. Erf form; *_pre also write
+// p.pre = x W^T + b.
+using LinearGeluSm90aEntry = const char* (*)(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_bf16(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_fp16(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_bf16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_fp16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+// Other tile configurations (bf16, benchmarks/linear_gelu_variants.py): compiled only with
+// -DKWB_LINEAR_GELU_SM90A_VARIANTS, else they return kLinearGeluSm90aAbsent. config 1..:
+// linear_gelu_variants_sm90a.cu's table.
+const char* linear_gelu_sm90a_variant(int config, const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*,
+                                      cudaStream_t);

@@ -56,6 +56,15 @@ def linear_gelu_skinny(x: Tensor, weight: Tensor, bias: Tensor, approximate: str
     return _ops.linear_gelu_skinny(x, weight, bias, approximate)
 
 
+def linear_gelu_sm90a(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none", config: int = 0,
+                      swizzle: int = 1, raster: int = 0) -> Tensor:
+    """linear_gelu by the CUTLASS product with bias + GELU in its epilogue, the erf route for
+    large 16-bit products on the H100 (compute capability 9.0; k and n multiples of 8). config
+    0 is the shipped tile; swizzle (1, 2, 4, 8) and raster (0 heuristic, 1 along m, 2 along n)
+    choose how its persistent grid walks the tiles. Raises where it cannot run."""
+    return _ops.linear_gelu_sm90a(x, weight, bias, approximate, config, swizzle, raster)
+
+
 def _check(op, x, weight, bias=None):
     torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least one dimension (its features), got a 0-d tensor")
     torch._check(weight.dim() == 2 and weight.shape[1] == x.shape[-1],
@@ -78,6 +87,11 @@ def register(ops):
             _check(name, x, weight, bias)
             return _out(x, weight)
         ops.register_fake(name, fake)
+
+    @ops.register_fake("linear_gelu_sm90a")
+    def _(x, weight, bias, approximate="none", config=0, swizzle=1, raster=0):
+        _check("linear_gelu_sm90a", x, weight, bias)
+        return _out(x, weight)
 
     @ops.register_fake("linear_gelu_forward")
     def _(x, weight, bias, approximate="none"):
@@ -121,4 +135,4 @@ def register(ops):
 
     torch.library.register_autograd(ops.qualname("linear_gelu"), backward_y_only, setup_context=setup_y_only)
     return {f.__name__: f for f in (linear_gelu, linear_gelu_forward, linear_gelu_backward, linear_gelu_naive, linear_gelu_tiled,
-                                  linear_gelu_skinny)}
+                                  linear_gelu_skinny, linear_gelu_sm90a)}

@@ -29,6 +29,7 @@ from kwb_store.manifest import Manifest, library_problem
 from kwb_store.tool_versions import tool_version
 
 from . import (
+    arch_units,
     compile_cache,
     header_cost,
     light_headers,
@@ -130,6 +131,8 @@ def make_config(spec: BuildSpec) -> BuildConfig:
         home = toolchain.cuda_home()
         archs = spec.archs
         versions["nvcc"] = tool_version(nvcc, root)
+        if any(arch_units.is_sm90a_unit(p) for p in source.cuda_sources):
+            versions["cutlass"] = arch_units.cutlass_version()
         cflags += [*([] if source.torch_style else ["-DKWB_WITH_CUDA"]), f"-isystem{home / 'include'}"]
         # -ccbin: nvcc's host compiler is the one in the key, not whichever gcc PATH finds first.
         common = ["-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", abi,
@@ -324,8 +327,20 @@ def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, levels: li
     names = _object_names(source.sources(config.device == "cuda"))
     steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_for, levels)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, levels)) for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, levels), _unit_cuda_cflags(p, config))
+                  for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
+
+
+def _unit_cuda_cflags(path: Path, config: BuildConfig) -> tuple[str, ...] | None:
+    """An arch-specific unit's own nvcc flags (arch_units.py); None: the build's."""
+    if not arch_units.is_sm90a_unit(path):
+        return None
+    flags = arch_units.unit_cuda_cflags(config.cuda_cflags, config.archs)
+    if flags is None and arch_units.targets_sm90(config.archs):
+        notices.once("no-cutlass", f"kwb: {path.name} needs CUTLASS's headers for its sm_90a code and they are not "
+                                   "installed (pip install nvidia-cutlass --no-deps); it builds without that code")
+    return None if flags is None else tuple(flags)
 
 
 def _object_names(paths: list[Path]) -> dict[Path, str]:

@@ -26,6 +26,7 @@ class CompileStep:
     obj: str  # object file name inside the build folder
     cuda: bool
     flags: tuple[str, ...] = ()  # this translation unit's own flags, after the common ones
+    cuda_cflags: tuple[str, ...] | None = None  # a CUDA unit's nvcc flags in place of the common ones (arch_units.py)
 
 
 @dataclass
@@ -85,6 +86,8 @@ def render(plan: NinjaPlan) -> str:
         out.append(f"  desc = {step.source.name.replace('$', '$$')}")
         if step.flags:
             out.append(f"  extra = {_join(list(step.flags))}")
+        if step.cuda and step.cuda_cflags is not None:
+            out.append(f"  cuda_cflags = {_join(list(step.cuda_cflags))}")
     objs = " ".join(_esc(s.obj) for s in plan.steps)
     out += ["", f"build {_esc(plan.library)}: link {objs}", f"default {_esc(plan.library)}", ""]
     return "\n".join(out)
