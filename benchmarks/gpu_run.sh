@@ -44,6 +44,10 @@ if ls .nbwheels/*.whl >/dev/null 2>&1; then
   python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kwb-site .nbwheels/*.whl
   export PYTHONPATH=/tmp/kwb-site${PYTHONPATH:+:$PYTHONPATH}
 fi
+# CUTLASS's headers travel as a tarball (benchmarks/fetch_wheels.sh): CUTLASS_PATH points the builds at them.
+if [ -f .cutlass.tar.xz ]; then
+  mkdir -p /tmp/kwb-cutlass && tar -xJf .cutlass.tar.xz -C /tmp/kwb-cutlass && export CUTLASS_PATH=/tmp/kwb-cutlass
+fi
 # python -m: the machine's `pip` and `kwb` may belong to another interpreter than the one holding torch.
 python -m pip install --no-deps --no-build-isolation -q -e . 2>&1 | tail -2
 slug=$(python -c 'from workbench.harness import results; print(results.environment("cuda").slug)')

@@ -2,7 +2,7 @@
 sm_90a, which an sm_90 build cannot use).
 
 A unit named *_sm90a.cu is compiled for sm_90a alone, with -DKWB_SM90A and CUTLASS's headers
-(the nvidia-cutlass wheel's), where the build targets 9.0. Elsewhere (another GPU, or no CUTLASS)
+(CUTLASS_PATH's, else the nvidia-cutlass wheel's), where the build targets 9.0. Elsewhere (another GPU, or no CUTLASS)
 it is compiled with the build's own flags and without KWB_SM90A, and must then define its entry
 points to refuse, so the kernel's other routes still build and load. An sm_90a cubin runs on
 compute capability 9.0 only: the GPU the build targets.
@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import re
 from pathlib import Path
+
+from . import notices
 
 SUFFIX = "_sm90a.cu"
 # CUTLASS's collective builders need constexpr host functions in device code
@@ -22,25 +26,39 @@ def is_sm90a_unit(path: Path) -> bool:
     return path.name.endswith(SUFFIX)
 
 
-@functools.cache
 def cutlass_include_dirs() -> tuple[Path, ...]:
-    """CUTLASS's and its utilities' headers from the installed nvidia-cutlass wheel; () without it."""
-    spec = importlib.util.find_spec("cutlass_library")  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    source = Path(next(iter(spec.submodule_search_locations))) / "source"
-    dirs = (source / "include", source / "tools" / "util" / "include")
+    """CUTLASS's and its utilities' headers: from CUTLASS_PATH (a CUTLASS checkout, the variable
+    NVIDIA's CUTLASS tools read) where it is set, else from the installed nvidia-cutlass wheel;
+    () with neither."""
+    return _include_dirs(os.environ.get("CUTLASS_PATH") or None)
+
+
+@functools.cache
+def _include_dirs(cutlass_path: str | None) -> tuple[Path, ...]:
+    if cutlass_path is not None:
+        root = Path(cutlass_path).expanduser()
+        if not (root / "include" / "cutlass" / "cutlass.h").is_file():
+            notices.once("bad-cutlass-path", f"kwb: CUTLASS_PATH={cutlass_path} holds no include/cutlass/cutlass.h; "
+                                             "using the nvidia-cutlass wheel's headers, if installed")
+            return _include_dirs(None)
+    else:
+        spec = importlib.util.find_spec("cutlass_library")  # finds the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            return ()
+        root = Path(next(iter(spec.submodule_search_locations))) / "source"
+    dirs = (root / "include", root / "tools" / "util" / "include")
     return dirs if (dirs[0] / "cutlass" / "cutlass.h").is_file() else ()
 
 
 def cutlass_version() -> str:
-    """The installed nvidia-cutlass's version (part of a build's key), or "none"."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nvidia-cutlass") if cutlass_include_dirs() else "none"
-    except PackageNotFoundError:
+    """The version of the CUTLASS headers builds use (part of a build's key), from their own
+    cutlass/version.h; "none" without them."""
+    dirs = cutlass_include_dirs()
+    if not dirs:
         return "none"
+    text = (dirs[0] / "cutlass" / "version.h").read_text(errors="replace")
+    parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) if m else "?" for m in parts)
 
 
 def targets_sm90(archs) -> bool:
