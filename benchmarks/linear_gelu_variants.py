@@ -19,7 +19,7 @@ chunkR        the same in blocks of R rows: each block's GELU pass reads the blo
          while it is still in the 50 MB L2 (--erf-chunks: bf16 and fp16, 8192 x 4096 -> 16384)
 sm90a_cC_sS_rR  (--sm90a, H100) CUTLASS's product with bias + GELU in its epilogue
          (k.linear_gelu_sm90a): tile config C (0 shipped: 128 x 256, cluster 2 x 1, cooperative;
-         1: cluster 1 x 2; 2: 256 x 128; 3: 128 x 128 ping-pong; 4: the shipped tile, tanh form),
+         1: cluster 1 x 2; 2: cluster 1 x 1; 3: 256 x 128; 4: the shipped tile, tanh form),
          tile swizzle S, raster R (0 heuristic, 1 along m, 2 along n). Builds linear_gelu with
          -DKWB_LINEAR_GELU_SM90A_VARIANTS (four more CUTLASS instantiations).
 train_*  (--sm90a) linear_gelu_forward (y and the product before the GELU), shipped, against
@@ -128,13 +128,14 @@ def sm90a(args) -> None:
                 continue
             m, kk, n = size
             if approximate == "tanh":
-                variants = {"shipped": k.linear_gelu, "sm90a_c4_s1_r0": cutlass(4)}
+                variants = {"shipped": k.linear_gelu, "sm90a_c4_s1_r0": cutlass(4), "sm90a_c4_s2_r1": cutlass(4, 2, 1)}
             else:
                 variants = {"shipped": k.linear_gelu, "addmm_gelu_": chunked(None)}
                 configs = (0, 1, 2, 3) if dtype == torch.bfloat16 and size == LARGE[1] else (0,)
                 variants.update({f"sm90a_c{c}_s1_r0": cutlass(c) for c in configs})
                 if dtype == torch.bfloat16 and size == LARGE[1]:
-                    variants.update({f"sm90a_c0_s{s_}_r{r}": cutlass(0, s_, r) for s_, r in ((2, 0), (4, 0), (8, 0), (1, 1), (1, 2))})
+                    grid = [(0, 2, 0), (0, 2, 1), (0, 4, 1), (0, 8, 1), (0, 2, 2), (1, 2, 0), (1, 2, 1), (2, 2, 0), (2, 2, 1), (3, 2, 0)]
+                    variants.update({f"sm90a_c{c}_s{s_}_r{r}": cutlass(c, s_, r) for c, s_, r in grid})
                 variants.update({"train_shipped": train_route(k.linear_gelu_forward), "train_addmm_gelu": train_route(addmm_then_gelu)})
             args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
             for name, fn in variants.items():

@@ -291,12 +291,15 @@ def test_linear_gelu_sm90a_route_keeps_the_product_for_the_backward(k, dtype):
     torch.testing.assert_close(pre.double(), pre_ref, atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(y.double(), F.gelu(pre_ref), atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(lg.linear_gelu(x, w, b, a), y)  # the same product and epilogue math, without pre
-    xs, ws, bs = (t.detach().requires_grad_() for t in (x, w, b))
-    grads = torch.autograd.grad(lg.linear_gelu(xs, ws, bs, a).float().square().sum(), (xs, ws, bs))
-    xr, wr, br = (t.detach().double().requires_grad_() for t in (x, w, b))
-    expected = torch.autograd.grad(F.gelu(F.linear(xr, wr, br)).square().sum(), (xr, wr, br))
-    for got, want in zip(grads, expected):
-        torch.testing.assert_close(got.double(), want, atol=0.5, rtol=5e-2)
+    # gradients through the op, against float64, no further off than eager PyTorch's in this dtype
+    def grads(fn, dt):
+        args = [t.detach().to(dt).requires_grad_() for t in (x, w, b)]
+        return torch.autograd.grad(fn(*args).double().square().sum(), args)
+
+    want = grads(lambda *t: F.gelu(F.linear(*t)), torch.float64)
+    eager = grads(lambda *t: F.gelu(F.linear(*t)), dtype)
+    for got, ref, exact in zip(grads(lambda *t: lg.linear_gelu(*t, a), dtype), eager, want):
+        assert (got.double() - exact).abs().max() <= 2 * (ref.double() - exact).abs().max() + 1e-3
 
 
 @needs_hopper

@@ -1,14 +1,14 @@
 // More of linear_gelu_variants_sm90a.cu's configurations (a unit of their own, so nvcc compiles
-// them beside the others): 128 x 128 tiles on the ping-pong schedule (each consumer warp group
-// a tile of its own), and the shipped tile with GELU's tanh form, against cuBLASLt's epilogue.
+// them beside the others): 256 x 128 tiles, and the shipped tile with GELU's tanh form, against
+// cuBLASLt's epilogue.
 #include "linear_gelu_sm90a.cuh"
 
 #if defined(KWB_SM90A) && defined(KWB_LINEAR_GELU_SM90A_VARIANTS)
 namespace kwb_sm90a {
-using PingPong128x128 = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                               cutlass::epilogue::TmaWarpSpecialized>;
+using Tile256x128 = Config<Shape<_256, _128, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                          cutlass::epilogue::TmaWarpSpecializedCooperative>;
 }  // namespace kwb_sm90a
 
-KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v3, kwb::DType::BFloat16, kwb_sm90a::PingPong128x128, false, false)
+KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v3, kwb::DType::BFloat16, kwb_sm90a::Tile256x128, false, false)
 KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v4, kwb::DType::BFloat16, kwb_sm90a::Cooperative128x256, false, true)
 #endif

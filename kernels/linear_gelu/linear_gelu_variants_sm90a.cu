@@ -9,11 +9,11 @@ namespace kwb_sm90a {
 using Coop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
 using CoopEpi = cutlass::epilogue::TmaWarpSpecializedCooperative;
 using Cluster1x2 = Config<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Coop, CoopEpi>;
-using Tile256x128 = Config<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Coop, CoopEpi>;
+using Cluster1x1 = Config<Shape<_128, _256, _64>, Shape<_1, _1, _1>, Coop, CoopEpi>;
 }  // namespace kwb_sm90a
 
 KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v1, kwb::DType::BFloat16, kwb_sm90a::Cluster1x2, false, false)
-KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v2, kwb::DType::BFloat16, kwb_sm90a::Tile256x128, false, false)
+KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v2, kwb::DType::BFloat16, kwb_sm90a::Cluster1x1, false, false)
 const char* linear_gelu_sm90a_v3(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_v4(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from . import notices
 
 SUFFIX = "_sm90a.cu"
-# CUTLASS's collective builders need constexpr host functions in device code
-_NVCC_FLAGS = ("-DKWB_SM90A", "--expt-relaxed-constexpr")
+# CUTLASS's collective builders need constexpr host functions in device code; NDEBUG: its
+# device-side asserts off, as in CUTLASS's own release builds
+_NVCC_FLAGS = ("-DKWB_SM90A", "-DNDEBUG", "--expt-relaxed-constexpr")
 
 
 def is_sm90a_unit(path: Path) -> bool:
