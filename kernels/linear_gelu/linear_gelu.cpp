@@ -42,9 +42,12 @@ namespace {
 // / 23.5 / 22.4 / 21.9 / 23.1 (kernels/linear_gelu/NOTES.md).
 constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 32;
 
-// The CUTLASS route's smallest product (m x n outputs) and its tile walk.
+// The CUTLASS route's smallest product (m x n outputs): at 2048 x 4096 -> 4096 (2^23) it took
+// 109 us against cuBLAS's addmm + GELU pass 104 (H200). Its tile walk: bf16 8192 x 4096 -> 16384,
+// erf, us by swizzle / raster: 1651 at 1 / heuristic, 1638 at 2 / heuristic, 1772 at 2 / along
+// m, 1585 at 2 / along n (cuBLAS's route 1706, torch.compile 1613 in the same run; NOTES.md).
 constexpr int64_t kSm90aMinOutputs = int64_t{1} << 24;
-constexpr int kSm90aSwizzle = 1, kSm90aRaster = 0;
+constexpr int kSm90aSwizzle = 2, kSm90aRaster = 2;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;
@@ -330,9 +333,10 @@ at::Tensor linear_gelu_tiled_cuda_op(const at::Tensor& x, const at::Tensor& weig
   return matrix_kernel_op("linear_gelu_tiled", linear_gelu_tiled_cuda, x, weight, bias, approximate);
 }
 
-// The CUTLASS product alone, whatever the shape: config 0 is the shipped tile (bf16 or fp16),
-// 1.. the bf16 variants of a build with -DKWB_LINEAR_GELU_SM90A_VARIANTS; the erf form, except
-// config 4 (tanh). Raises where it cannot take the call.
+// The CUTLASS product alone, whatever the shape: config 0 is the shipped tile (bf16 or fp16), and
+// the default schedule the shipped one; 1.. the bf16 variants of a build with
+// -DKWB_LINEAR_GELU_SM90A_VARIANTS; the erf form, except config 4 (tanh). Raises where it
+// cannot take the call.
 at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                                      c10::string_view approximate, int64_t config, int64_t swizzle, int64_t raster) {
   constexpr const char* op = "linear_gelu_sm90a";
@@ -375,8 +379,8 @@ KWB_LIBRARY(m) {
   m.def("linear_gelu_naive(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_tiled(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_skinny(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
-  m.def("linear_gelu_sm90a(Tensor x, Tensor weight, Tensor bias, str approximate='none', int config=0, int swizzle=1, "
-        "int raster=0) -> Tensor");
+  m.def("linear_gelu_sm90a(Tensor x, Tensor weight, Tensor bias, str approximate='none', int config=0, int swizzle=2, "
+        "int raster=2) -> Tensor");
 }
 
 KWB_LIBRARY_IMPL(m, CPU) {

@@ -57,11 +57,12 @@ def linear_gelu_skinny(x: Tensor, weight: Tensor, bias: Tensor, approximate: str
 
 
 def linear_gelu_sm90a(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none", config: int = 0,
-                      swizzle: int = 1, raster: int = 0) -> Tensor:
+                      swizzle: int = 2, raster: int = 2) -> Tensor:
     """linear_gelu by the CUTLASS product with bias + GELU in its epilogue, the erf route for
     large 16-bit products on the H100 (compute capability 9.0; k and n multiples of 8). config
     0 is the shipped tile; swizzle (1, 2, 4, 8) and raster (0 heuristic, 1 along m, 2 along n)
-    choose how its persistent grid walks the tiles. Raises where it cannot run."""
+    choose how its persistent grid walks the tiles (the defaults are the shipped route's).
+    Raises where it cannot run."""
     return _ops.linear_gelu_sm90a(x, weight, bias, approximate, config, swizzle, raster)
 
 
@@ -89,7 +90,7 @@ def register(ops):
         ops.register_fake(name, fake)
 
     @ops.register_fake("linear_gelu_sm90a")
-    def _(x, weight, bias, approximate="none", config=0, swizzle=1, raster=0):
+    def _(x, weight, bias, approximate="none", config=0, swizzle=2, raster=2):
         _check("linear_gelu_sm90a", x, weight, bias)
         return _out(x, weight)
 
