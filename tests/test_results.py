@@ -90,3 +90,19 @@ def test_kwb_version_names_the_commit_when_told(monkeypatch):
         assert results.kwb_version().endswith("+v0.1-3-gabc1234")
     finally:
         results.kwb_version.cache_clear()
+
+
+def test_a_csv_kept_gzipped_reads_under_its_own_name(tmp_path):
+    import gzip
+
+    path = tmp_path / "bench.csv"
+    results.append(path, [_row(), _row("eager", 20.0)])
+    with gzip.open(tmp_path / "bench.csv.gz", "wb") as f:
+        f.write(path.read_bytes())
+    path.unlink()
+    assert results.stored(path) == tmp_path / "bench.csv.gz"
+    assert [r["median_us"] for r in results.read(path)] == [10.0, 20.0]
+    assert results.stored(tmp_path / "check.csv") is None
+    (tmp_path / "bench.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\n"))  # its schema still checked
+    with pytest.raises(results.SchemaError):
+        results.read(path)

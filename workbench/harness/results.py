@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import datetime
 import functools
+import gzip
 import io
 import os
 import platform
@@ -191,14 +192,24 @@ def _parse(column: str, text: str):
     return text
 
 
-def read(path: Path) -> list[dict]:
-    """A kwb CSV's rows with numbers as numbers and empty cells as None. A file written before
-    newer columns joined the schema (its header the schema's first columns) reads with those
-    columns None, as append() would fill them."""
+def stored(path: Path) -> Path | None:
+    """path, else its gzipped copy (path.gz: older run folders keep check.csv and
+    check_errors.csv so, benchmarks/results/README.md), else None."""
     path = Path(path)
-    with open(path, newline="") as f:
+    zipped = path.with_name(path.name + ".gz")
+    return path if path.exists() else zipped if zipped.exists() else None
+
+
+def read(path: Path) -> list[dict]:
+    """A kwb CSV's rows with numbers as numbers and empty cells as None (a name.csv that is
+    stored as name.csv.gz is read from there). A file written before newer columns joined the
+    schema (its header the schema's first columns) reads with those columns None, as append()
+    would fill them."""
+    path = stored(path) or Path(path)
+    opened = gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="")
+    with opened as f:
         reader = csv.DictReader(f)
-        expected = SCHEMAS.get(path.name)
+        expected = SCHEMAS.get(path.name.removesuffix(".gz"))
         header = reader.fieldnames or []
         if expected is not None and (not header or header != expected[: len(header)]):
             raise SchemaError(f"{path} is not a kwb {path.name}: its header is {reader.fieldnames}")

@@ -82,3 +82,12 @@ def unit_cuda_cflags(cuda_cflags: list[str], archs) -> list[str] | None:
             kept.append(f)
     return [*kept, "-gencode=arch=compute_90a,code=sm_90a", *_NVCC_FLAGS,
             *[arg for d in includes for arg in ("-isystem", str(d))]]
+
+
+def cutlass_units(source, archs) -> int:
+    """How many of a kernel's units compile CUTLASS kernels for this build: about 70 s of nvcc
+    each on the H200 host, where a kernel's other units take 10 s or less; a side-by-side
+    build gives such a kernel a compiler for every unit (parallel.py)."""
+    if not targets_sm90(archs) or not cutlass_include_dirs():
+        return 0
+    return sum(1 for p in source.cuda_sources if is_sm90a_unit(p))

@@ -456,6 +456,6 @@ def plot_results(folder, out=None, latest: str = "run") -> list[Path]:
     folder = Path(folder)
     pick = results.latest_run if latest == "run" else results.latest_per_measurement
     bench_csv, errors_csv = folder / "bench.csv", folder / "check_errors.csv"
-    bench_rows = pick(results.read(bench_csv)) if bench_csv.exists() else []
-    error_rows = results.latest_run(results.read(errors_csv)) if errors_csv.exists() else []
+    bench_rows = pick(results.read(bench_csv)) if results.stored(bench_csv) else []
+    error_rows = results.latest_run(results.read(errors_csv)) if results.stored(errors_csv) else []
     return plot_all(bench_rows, error_rows, out if out is not None else folder / "plots")
