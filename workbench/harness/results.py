@@ -206,8 +206,7 @@ def read(path: Path) -> list[dict]:
     schema (its header the schema's first columns) reads with those columns None, as append()
     would fill them."""
     path = stored(path) or Path(path)
-    opened = gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="")
-    with opened as f:
+    with gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="") as f:
         reader = csv.DictReader(f)
         expected = SCHEMAS.get(path.name.removesuffix(".gz"))
         header = reader.fieldnames or []
