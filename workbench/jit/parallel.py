@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from . import arch_units, ninja, toolchain
 from .errors import KwbError
-from .sources import resolve
 from .feedback import BuildBoard
+from .sources import resolve
 
 # Peak resident memory of one compile (GNU time, g++ 12, nvcc 13.0): relu_scale.cpp (ATen and
 # torch/library.h) 0.63 GiB, relu_scale.cu 0.19 GiB, the tutorial's lltm.cpp with
