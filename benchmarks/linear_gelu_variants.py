@@ -46,6 +46,18 @@ def show(report) -> None:
               f"{(r.get('tflops') or 0):7.1f} TFLOP/s  {r['status']}")
 
 
+def time_one(spec, name, fn, inputs, size, dtype, approximate, out) -> None:
+    """Validate and time one variant (eager and torch.compile beside the shipped op); print it,
+    and append it to out/<device>/bench.csv where out is given."""
+    m, k, n = size
+    report = wb.bench(fn, spec.reference, inputs=[inputs], name=f"linear_gelu {approximate} {m}x{k}->{n}", label=name,
+                      baselines="eager,compile" if name == "shipped" else "none", flops=spec.flops(size, dtype),
+                      bytes_moved=spec.bytes_moved(size, dtype), tolerance=spec.TOLERANCES)
+    show(report)
+    if out:
+        report.save(out)
+
+
 def chunked(rows):
     """addmm with the bias epilogue, then GELU (erf) in place, over blocks of `rows` rows (None: all)."""
     def run(x, w, b, approximate):
@@ -97,13 +109,7 @@ def main() -> None:
                     continue  # fp32 only
                 if name == "addmm_activation" and approximate != "tanh":
                     continue  # its epilogue is the tanh form only
-                report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
-                                  label=name, baselines="eager,compile" if name == "shipped" else "none",
-                                  flops=spec.flops(size, dtype), bytes_moved=spec.bytes_moved(size, dtype),
-                                  tolerance=spec.TOLERANCES)
-                show(report)
-                if args.out:
-                    report.save(args.out)
+                time_one(spec, name, fn, args_, size, dtype, approximate, args.out)
 
 
 def sm90a(args) -> None:
@@ -126,7 +132,6 @@ def sm90a(args) -> None:
         for size in sizes:
             if only is not None and tuple(size) not in only:
                 continue
-            m, kk, n = size
             if approximate == "tanh":
                 variants = {"shipped": k.linear_gelu, "sm90a_c4_s1_r0": cutlass(4), "sm90a_c4_s2_r1": cutlass(4, 2, 1)}
             else:
@@ -139,13 +144,7 @@ def sm90a(args) -> None:
                 variants.update({"train_shipped": train_route(k.linear_gelu_forward), "train_addmm_gelu": train_route(addmm_then_gelu)})
             args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
             for name, fn in variants.items():
-                report = wb.bench(fn, spec.reference, inputs=[args_], name=f"linear_gelu {approximate} {m}x{kk}->{n}",
-                                  label=name, baselines="eager,compile" if name == "shipped" else "none",
-                                  flops=spec.flops(size, dtype), bytes_moved=spec.bytes_moved(size, dtype),
-                                  tolerance=spec.TOLERANCES)
-                show(report)
-                if args.out:
-                    report.save(args.out)
+                time_one(spec, name, fn, args_, size, dtype, approximate, args.out)
 
 
 if __name__ == "__main__":
