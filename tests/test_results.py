@@ -103,6 +103,9 @@ def test_a_csv_kept_gzipped_reads_under_its_own_name(tmp_path):
     assert results.stored(path) == tmp_path / "bench.csv.gz"
     assert [r["median_us"] for r in results.read(path)] == [10.0, 20.0]
     assert results.stored(tmp_path / "check.csv") is None
+    with pytest.raises(results.SchemaError, match="stored gzipped"):
+        results.append(path, [_row()])  # a new bench.csv beside it would hide its rows
+    assert not path.exists()
     (tmp_path / "bench.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\n"))  # its schema still checked
     with pytest.raises(results.SchemaError):
         results.read(path)

@@ -291,6 +291,8 @@ def test_linear_gelu_sm90a_route_keeps_the_product_for_the_backward(k, dtype):
     torch.testing.assert_close(pre.double(), pre_ref, atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(y.double(), F.gelu(pre_ref), atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(lg.linear_gelu(x, w, b, a), y)  # the same product and epilogue math, without pre
+    # the route taken: bit for bit the CUTLASS op's answer (cuBLAS's route would round the product first)
+    torch.testing.assert_close(lg.linear_gelu(x, w, b, a), lg.linear_gelu_sm90a(x, w, b, a), atol=0, rtol=0)
     # gradients through the op, against float64, no further off than eager PyTorch's in this dtype
     def grads(fn, dt):
         args = [t.detach().to(dt).requires_grad_() for t in (x, w, b)]

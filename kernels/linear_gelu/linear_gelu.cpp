@@ -25,7 +25,8 @@
 #include <ATen/ops/sum.h>
 #include <c10/util/accumulate.h>
 
-#include <functional>
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -219,34 +220,38 @@ void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_f
 }
 
 // The CUTLASS product: y (and pre, if asked) from x, W and b. nullptr where it ran, else why it
-// cannot take this call (the caller then takes another route); a failed launch raises.
-using Sm90aCall = std::function<const char*(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t)>;
-const char* run_sm90a(const char* op, const Sm90aCall& entry, const at::Tensor& x2, const at::Tensor& weight,
+// cannot take this call (the caller then takes another route, having allocated nothing); a
+// failed launch raises.
+const char* run_sm90a(const char* op, LinearGeluSm90aEntry entry, const at::Tensor& x2, const at::Tensor& weight,
                       const at::Tensor& bias, at::Tensor& y, at::Tensor* pre, int swizzle, int raster) {
   if (!kwb::all_aligned({&x2, &weight, &bias}) || !weight.is_contiguous() || !bias.is_contiguous())
     return "x, weight and bias must be contiguous and 16-byte aligned";
-  if (x2.size(0) == 0 || x2.size(1) == 0 || weight.size(0) == 0) return "the product is empty";
+  const int64_t m = x2.size(0), n = weight.size(0), k = x2.size(1);
+  if (m == 0 || n == 0 || k == 0) return "the product is empty";
+  if (std::max({m, n, k}) > std::numeric_limits<int>::max()) return "CUTLASS takes sizes below 2^31";
   Sm90aSchedule schedule{};
   if (!linear_gelu_sm90a_schedule(swizzle, raster, &schedule)) return "the GPU is not compute capability 9.0";
-  y = at::empty({x2.size(0), weight.size(0)}, x2.options());
-  if (pre) *pre = at::empty_like(y);
-  const LinearGeluParams p{x2.const_data_ptr(), weight.const_data_ptr(), bias.const_data_ptr(), y.mutable_data_ptr(),
-                           pre ? pre->mutable_data_ptr() : nullptr, x2.size(0), weight.size(0), x2.size(1), false,
-                           nullptr, 1};
+  LinearGeluParams p{x2.const_data_ptr(), weight.const_data_ptr(), bias.const_data_ptr(), nullptr, nullptr, m, n, k,
+                     false, nullptr, 1};
   const cudaStream_t stream = kwb::current_stream(x2);
   size_t bytes = 0;
-  if (const char* why = entry(p, schedule, nullptr, &bytes, stream)) return why;
+  if (const char* why = entry(p, schedule, nullptr, &bytes, stream)) return why;  // shapes only: no output yet
+  y = at::empty({m, n}, x2.options());
+  if (pre) *pre = at::empty_like(y);
+  p.y = y.mutable_data_ptr();
+  p.pre = pre ? pre->mutable_data_ptr() : nullptr;
   const at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, x2.options().dtype(at::kByte));
   KWB_CHECK_LAUNCH(op, entry(p, schedule, bytes ? workspace.mutable_data_ptr() : nullptr, nullptr, stream));
   return nullptr;
 }
 
-// The shipped route's CUTLASS entry for this call, or nullptr where cuBLAS's route is taken.
+// The shipped route's CUTLASS entry for this call, or nullptr where cuBLAS's route is taken:
+// products of a 128 x 256 tile or more in each direction, kSm90aMinOutputs outputs in all.
 LinearGeluSm90aEntry sm90a_route(const at::Tensor& x, const at::Tensor& weight, bool tanh_form, bool with_pre) {
   const at::ScalarType t = x.scalar_type();
-  if (tanh_form || (t != at::kHalf && t != at::kBFloat16) || !x.is_contiguous()) return nullptr;
-  const int64_t m = c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1);
-  if (m * weight.size(0) < kSm90aMinOutputs) return nullptr;
+  if (tanh_form || (t != at::kHalf && t != at::kBFloat16)) return nullptr;
+  const int64_t m = c10::multiply_integers(x.sizes().begin(), x.sizes().end() - 1), n = weight.size(0);
+  if (m < 128 || n < 256 || m * n < kSm90aMinOutputs) return nullptr;
   if (t == at::kHalf) return with_pre ? linear_gelu_sm90a_fp16_pre : linear_gelu_sm90a_fp16;
   return with_pre ? linear_gelu_sm90a_bf16_pre : linear_gelu_sm90a_bf16;
 }
@@ -342,6 +347,7 @@ at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weig
   constexpr const char* op = "linear_gelu_sm90a";
   const bool tanh_form = is_tanh(op, approximate);
   check_args(op, x, weight, bias, {at::kHalf, at::kBFloat16}, "CUDA");
+  TORCH_CHECK_VALUE(config >= 0 && config <= 4, op, ": config must be 0 (the shipped tile) to 4, got ", config);
   TORCH_CHECK_VALUE(tanh_form == (config == 4), op, ": config ", config, " is the ", config == 4 ? "tanh" : "erf",
                     " form; approximate='", std::string(approximate), "' asks for the other");
   TORCH_CHECK_VALUE(config == 0 || x.scalar_type() == at::kBFloat16, op, ": configs 1-4 are bf16 only, got ",
@@ -350,14 +356,11 @@ at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weig
                     ": swizzle must be 1, 2, 4 or 8, got ", swizzle);
   TORCH_CHECK_VALUE(raster >= 0 && raster <= 2, op, ": raster must be 0 (heuristic), 1 (along m) or 2 (along n), got ", raster);
   const c10::cuda::CUDAGuard guard(x.device());
-  const LinearGeluSm90aEntry shipped = x.scalar_type() == at::kHalf ? linear_gelu_sm90a_fp16 : linear_gelu_sm90a_bf16;
-  const Sm90aCall entry = config == 0 ? Sm90aCall(shipped)
-                                      : [config](const LinearGeluParams& p, const Sm90aSchedule& s, void* w, size_t* b,
-                                                 cudaStream_t st) {
-                                          return linear_gelu_sm90a_variant(static_cast<int>(config), p, s, w, b, st);
-                                        };
+  const LinearGeluSm90aEntry entries[] = {
+      x.scalar_type() == at::kHalf ? linear_gelu_sm90a_fp16 : linear_gelu_sm90a_bf16, linear_gelu_sm90a_v1,
+      linear_gelu_sm90a_v2, linear_gelu_sm90a_v3, linear_gelu_sm90a_v4};
   at::Tensor y;
-  const char* why = run_sm90a(op, entry, rows_of(x), weight, bias, y, nullptr, static_cast<int>(swizzle),
+  const char* why = run_sm90a(op, entries[config], rows_of(x), weight, bias, y, nullptr, static_cast<int>(swizzle),
                               static_cast<int>(raster));
   TORCH_CHECK(why == nullptr, op, ": cannot run here: ", why);
   return y.reshape(out_shape(x, weight));

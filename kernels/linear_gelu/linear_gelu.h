@@ -88,8 +88,10 @@ const char* linear_gelu_sm90a_bf16(const LinearGeluParams&, const Sm90aSchedule&
 const char* linear_gelu_sm90a_fp16(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_bf16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_fp16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
-// Other tile configurations (bf16, benchmarks/linear_gelu_variants.py): compiled only with
-// -DKWB_LINEAR_GELU_SM90A_VARIANTS, else they return kLinearGeluSm90aAbsent. config 1..:
-// linear_gelu_variants_sm90a.cu's table.
-const char* linear_gelu_sm90a_variant(int config, const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*,
-                                      cudaStream_t);
+// Other tile configurations (bf16, benchmarks/linear_gelu_variants.py), compiled only with
+// -DKWB_LINEAR_GELU_SM90A_VARIANTS, else they return kLinearGeluSm90aAbsent: 1, clusters of
+// 1 x 2; 2, clusters of 1 x 1; 3, 256 x 128 tiles; 4, the shipped tile with GELU's tanh form.
+const char* linear_gelu_sm90a_v1(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_v2(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_v3(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
+const char* linear_gelu_sm90a_v4(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);

@@ -11,7 +11,7 @@ namespace kwb_sm90a {
 using Tile256x128 = Config<Shape<_256, _128, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
                           cutlass::epilogue::TmaWarpSpecializedCooperative>;
 }  // namespace kwb_sm90a
+#endif
 
 KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v3, kwb::DType::BFloat16, kwb_sm90a::Tile256x128, false, false)
 KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_v4, kwb::DType::BFloat16, kwb_sm90a::Cooperative128x256, false, true)
-#endif

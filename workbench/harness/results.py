@@ -136,6 +136,8 @@ def append(path: Path, rows: list[dict], columns: list[str] | None = None) -> Pa
     """Append rows to a CSV, writing the header if the file is new. A file whose header differs
     from the schema is left untouched: SchemaError names the file and the difference."""
     columns = columns or SCHEMAS[path.name]
+    if stored(path) not in (None, path):  # a new name.csv would hide name.csv.gz's rows from read()
+        raise SchemaError(f"{path} is stored gzipped as {path.name}.gz; gunzip it to append to it")
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.stat().st_size > 0:
         with open(path, newline="") as f:

@@ -21,6 +21,9 @@ SUFFIX = "_sm90a.cu"
 # CUTLASS's collective builders need constexpr host functions in device code; NDEBUG: its
 # device-side asserts off, as in CUTLASS's own release builds
 _NVCC_FLAGS = ("-DKWB_SM90A", "-DNDEBUG", "--expt-relaxed-constexpr")
+# nvcc's ways to name targets: any left beside sm_90a's would compile the unit for them too
+# (about 70 s more a target, and a cubin holding only CUTLASS's stub)
+_ARCH_FLAGS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
 
 
 def is_sm90a_unit(path: Path) -> bool:
@@ -57,7 +60,10 @@ def cutlass_version() -> str:
     dirs = cutlass_include_dirs()
     if not dirs:
         return "none"
-    text = (dirs[0] / "cutlass" / "version.h").read_text(errors="replace")
+    try:
+        text = (dirs[0] / "cutlass" / "version.h").read_text(errors="replace")
+    except OSError:
+        return "?"
     parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
     return ".".join(m.group(1) if m else "?" for m in parts)
 
@@ -67,18 +73,19 @@ def targets_sm90(archs) -> bool:
 
 
 def unit_cuda_cflags(cuda_cflags: list[str], archs) -> list[str] | None:
-    """An *_sm90a.cu unit's whole nvcc command-line flags: the build's, its -gencode flags
-    replaced by sm_90a's, plus KWB_SM90A and CUTLASS's headers. None where the unit compiles
-    with the build's own flags (no 9.0 target, or no CUTLASS): its entry points then refuse."""
+    """An *_sm90a.cu unit's whole nvcc command-line flags: the build's, its targets (-gencode,
+    -arch, -code in any form) replaced by sm_90a, plus KWB_SM90A and CUTLASS's headers. None
+    where the unit compiles with the build's own flags (no 9.0 target, or no CUTLASS): its entry
+    points then refuse."""
     includes = cutlass_include_dirs()
     if not targets_sm90(archs) or not includes:
         return None
     kept: list[str] = []
     flags = iter(cuda_cflags)
     for f in flags:
-        if f in ("-gencode", "--generate-code"):
+        if f in _ARCH_FLAGS:
             next(flags, None)  # its value, given apart
-        elif not f.startswith(("-gencode=", "--generate-code=")):
+        elif not f.startswith(tuple(f"{a}=" for a in _ARCH_FLAGS)):
             kept.append(f)
     return [*kept, "-gencode=arch=compute_90a,code=sm_90a", *_NVCC_FLAGS,
             *[arg for d in includes for arg in ("-isystem", str(d))]]

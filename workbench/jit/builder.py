@@ -64,9 +64,11 @@ class BuildConfig:
     ldflags: list[str]
     archs: tuple[str, ...]
     versions: dict[str, str]
+    # a CUDA unit's whole nvcc flags where they are not cuda_cflags (arch_units.py), by file name
+    unit_cuda_cflags: dict[str, list[str]] = field(default_factory=dict)
 
     def fingerprint(self) -> dict:
-        return {
+        key = {
             "device": self.device,
             "cflags": self.cflags,
             "cuda_cflags": self.cuda_cflags,
@@ -74,6 +76,9 @@ class BuildConfig:
             "archs": list(self.archs),
             "versions": self.versions,
         }
+        if self.unit_cuda_cflags:  # only such builds' keys gain the entry
+            key["unit_cuda_cflags"] = self.unit_cuda_cflags
+        return key
 
 
 def make_config(spec: BuildSpec) -> BuildConfig:
@@ -131,8 +136,6 @@ def make_config(spec: BuildSpec) -> BuildConfig:
         home = toolchain.cuda_home()
         archs = spec.archs
         versions["nvcc"] = tool_version(nvcc, root)
-        if any(arch_units.is_sm90a_unit(p) for p in source.cuda_sources):
-            versions["cutlass"] = arch_units.cutlass_version()
         cflags += [*([] if source.torch_style else ["-DKWB_WITH_CUDA"]), f"-isystem{home / 'include'}"]
         # -ccbin: nvcc's host compiler is the one in the key, not whichever gcc PATH finds first.
         common = ["-ccbin", cxx, "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", abi,
@@ -157,7 +160,22 @@ def make_config(spec: BuildSpec) -> BuildConfig:
     cflags += list(spec.extra_cflags)
     cuda_cflags += list(spec.extra_cuda_cflags)
     ldflags += list(spec.extra_ldflags)
-    return BuildConfig(device, cxx, nvcc, ninja, cflags, cuda_cflags, ldflags, archs, versions)
+    units = _arch_unit_flags(source, device, cuda_cflags, archs)
+    if units:
+        versions["cutlass"] = arch_units.cutlass_version()
+    return BuildConfig(device, cxx, nvcc, ninja, cflags, cuda_cflags, ldflags, archs, versions, units)
+
+
+def _arch_unit_flags(source: KernelSource, device: str, cuda_cflags: list[str], archs) -> dict[str, list[str]]:
+    """The arch-specific units' own nvcc flags (arch_units.py), by file name; none where the
+    build is for the CPU, or its units compile with the build's flags."""
+    found = [p for p in source.cuda_sources if arch_units.is_sm90a_unit(p)] if device == "cuda" else []
+    flags = arch_units.unit_cuda_cflags(cuda_cflags, archs) if found else None
+    if found and flags is None and arch_units.targets_sm90(archs):
+        notices.once("no-cutlass", f"kwb: {found[0].name} needs CUTLASS's headers for its sm_90a code and they are not "
+                                   "installed (pip install nvidia-cutlass, or set CUTLASS_PATH to a CUTLASS checkout); "
+                                   "it builds without that code, and its kernel takes its other routes")
+    return {str(p): flags for p in found} if flags is not None else {}
 
 
 def _kwb_version() -> str:
@@ -327,19 +345,12 @@ def _plan(source: KernelSource, config: BuildConfig, pch_for=_no_pch, levels: li
     names = _object_names(source.sources(config.device == "cuda"))
     steps = [CompileStep(p, names[p], False, _step_flags(source, p, pch_for, levels)) for p in source.cpp_sources]
     if config.device == "cuda":
-        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, levels), _unit_cuda_cflags(p, config))
-                  for p in source.cuda_sources]
+        steps += [CompileStep(p, names[p], True, _step_flags(source, p, pch_for, levels),
+                              _own(config.unit_cuda_cflags.get(str(p)))) for p in source.cuda_sources]
     return NinjaPlan(config.cxx, config.nvcc, config.cflags, config.cuda_cflags, config.ldflags, steps, f"{source.name}.so")
 
 
-def _unit_cuda_cflags(path: Path, config: BuildConfig) -> tuple[str, ...] | None:
-    """An arch-specific unit's own nvcc flags (arch_units.py); None: the build's."""
-    if not arch_units.is_sm90a_unit(path):
-        return None
-    flags = arch_units.unit_cuda_cflags(config.cuda_cflags, config.archs)
-    if flags is None and arch_units.targets_sm90(config.archs):
-        notices.once("no-cutlass", f"kwb: {path.name} needs CUTLASS's headers for its sm_90a code and they are not "
-                                   "installed (pip install nvidia-cutlass --no-deps); it builds without that code")
+def _own(flags: list[str] | None) -> tuple[str, ...] | None:
     return None if flags is None else tuple(flags)
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from . import arch_units, ninja, toolchain
+from . import arch_units, ninja
+from .build_spec import build_spec
 from .errors import KwbError
 from .feedback import BuildBoard
 from .sources import resolve
@@ -110,20 +111,21 @@ def _import_torch_once_started(started: list[threading.Event], wait_s: float = 1
     import torch  # noqa: F401
 
 
-def _jobs(name, device, share: int) -> int:
-    """A load's compilers: its share of the slots; every unit its own where some are CUTLASS
-    units (arch_units.py): at a share of 2, linear_gelu's eight units took `kwb run`'s cold
-    builds from 20 s to 154 s on the H200 host, the other kernels done after 20 s."""
-    if device == "cpu":
+def _jobs(name, device, share: int, slots: int) -> int:
+    """A load's compilers: its share of the slots; where some of its units are CUTLASS units
+    (arch_units.py), a compiler a unit up to the slots (unless MAX_JOBS says how many): at a
+    share of 2, linear_gelu's eight units took `kwb run`'s cold builds from 20 s to 154 s on the
+    H200 host, the other kernels done after 20 s."""
+    if ninja.max_jobs() is not None:
         return share
     try:
-        source = resolve(name)
-        if not source.cuda_sources or toolchain.nvcc_path() is None:
-            return share
-        heavy = arch_units.cutlass_units(source, toolchain.cuda_archs())
+        spec = build_spec(resolve(name), device)
     except KwbError:
         return share  # the load itself reports it
-    return max(share, len(source.cpp_sources) + len(source.cuda_sources)) if heavy else share
+    source = spec.source
+    if spec.device != "cuda" or not arch_units.cutlass_units(source, spec.archs):
+        return share
+    return max(share, min(slots, len(source.cpp_sources) + len(source.cuda_sources)))
 
 
 def load_all(names: Iterable, device=None, *, force: bool = False, verbose: bool = False,
@@ -146,7 +148,7 @@ def load_all(names: Iterable, device=None, *, force: bool = False, verbose: bool
         start = time.monotonic()
         ninja.launch_hooks.callback = started[index].set
         try:
-            kernel = load(name, device=device, force=force, verbose=verbose, jobs=_jobs(name, device, how.jobs_for(index)))
+            kernel = load(name, device=device, force=force, verbose=verbose, jobs=_jobs(name, device, how.jobs_for(index), slots))
         except KwbError as e:
             return Loaded(str(name), None, e, time.monotonic() - start)
         finally:
