@@ -64,7 +64,7 @@ class BuildConfig:
     ldflags: list[str]
     archs: tuple[str, ...]
     versions: dict[str, str]
-    # a CUDA unit's whole nvcc flags where they are not cuda_cflags (arch_units.py), by file name
+    # a CUDA unit's whole nvcc flags where they are not cuda_cflags (arch_units.py), by its path
     unit_cuda_cflags: dict[str, list[str]] = field(default_factory=dict)
 
     def fingerprint(self) -> dict:
@@ -167,7 +167,7 @@ def make_config(spec: BuildSpec) -> BuildConfig:
 
 
 def _arch_unit_flags(source: KernelSource, device: str, cuda_cflags: list[str], archs) -> dict[str, list[str]]:
-    """The arch-specific units' own nvcc flags (arch_units.py), by file name; none where the
+    """The arch-specific units' own nvcc flags (arch_units.py), by path; none where the
     build is for the CPU, or its units compile with the build's flags."""
     found = [p for p in source.cuda_sources if arch_units.is_sm90a_unit(p)] if device == "cuda" else []
     flags = arch_units.unit_cuda_cflags(cuda_cflags, archs) if found else None
