@@ -83,16 +83,11 @@ def register(ops):
     global _ops
     _ops = ops
 
-    for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled", "linear_gelu_skinny"):
-        def fake(x, weight, bias, approximate="none", name=name):
+    for name in ("linear_gelu", "linear_gelu_naive", "linear_gelu_tiled", "linear_gelu_skinny", "linear_gelu_sm90a"):
+        def fake(x, weight, bias, approximate="none", *_schedule, name=name):  # _sm90a's config, swizzle, raster
             _check(name, x, weight, bias)
             return _out(x, weight)
         ops.register_fake(name, fake)
-
-    @ops.register_fake("linear_gelu_sm90a")
-    def _(x, weight, bias, approximate="none", config=0, swizzle=2, raster=2):
-        _check("linear_gelu_sm90a", x, weight, bias)
-        return _out(x, weight)
 
     @ops.register_fake("linear_gelu_forward")
     def _(x, weight, bias, approximate="none"):

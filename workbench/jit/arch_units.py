@@ -2,9 +2,10 @@
 sm_90a, which an sm_90 build cannot use).
 
 A unit named *_sm90a.cu is compiled for sm_90a alone, with -DKWB_SM90A and CUTLASS's headers
-(CUTLASS_PATH's, else the nvidia-cutlass wheel's), where the build targets 9.0. Elsewhere (another GPU, or no CUTLASS)
-it is compiled with the build's own flags and without KWB_SM90A, and must then define its entry
-points to refuse, so the kernel's other routes still build and load. An sm_90a cubin runs on
+(CUTLASS_PATH's, else the nvidia-cutlass wheel's), where the build targets 9.0. Elsewhere
+(another GPU, or no CUTLASS) it is compiled with the build's own flags and without KWB_SM90A,
+and must then define its entry points to refuse, so the kernel's other routes still build and
+load. An sm_90a cubin runs on
 compute capability 9.0 only: the GPU the build targets.
 """
 from __future__ import annotations
@@ -58,10 +59,13 @@ def cutlass_version() -> str:
     """The version of the CUTLASS headers builds use (part of a build's key), from their own
     cutlass/version.h; "none" without them."""
     dirs = cutlass_include_dirs()
-    if not dirs:
-        return "none"
+    return _version(dirs[0]) if dirs else "none"
+
+
+@functools.cache
+def _version(include: Path) -> str:  # read once: every load of such a kernel asks
     try:
-        text = (dirs[0] / "cutlass" / "version.h").read_text(errors="replace")
+        text = (include / "cutlass" / "version.h").read_text(errors="replace")
     except OSError:
         return "?"
     parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
