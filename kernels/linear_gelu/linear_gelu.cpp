@@ -347,10 +347,10 @@ at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weig
   constexpr const char* op = "linear_gelu_sm90a";
   const bool tanh_form = is_tanh(op, approximate);
   check_args(op, x, weight, bias, {at::kHalf, at::kBFloat16}, "CUDA");
-  TORCH_CHECK_VALUE(config >= 0 && config <= 4, op, ": config must be 0 (the shipped tile) to 4, got ", config);
+  TORCH_CHECK_VALUE(config >= 0 && config <= 8, op, ": config must be 0 (the shipped tile) to 8, got ", config);
   TORCH_CHECK_VALUE(tanh_form == (config == 4), op, ": config ", config, " is the ", config == 4 ? "tanh" : "erf",
                     " form; approximate='", std::string(approximate), "' asks for the other");
-  TORCH_CHECK_VALUE(config == 0 || x.scalar_type() == at::kBFloat16, op, ": configs 1-4 are bf16 only, got ",
+  TORCH_CHECK_VALUE(config == 0 || x.scalar_type() == at::kBFloat16, op, ": configs 1-8 are bf16 only, got ",
                     x.scalar_type());
   TORCH_CHECK_VALUE(swizzle == 1 || swizzle == 2 || swizzle == 4 || swizzle == 8, op,
                     ": swizzle must be 1, 2, 4 or 8, got ", swizzle);
@@ -358,7 +358,8 @@ at::Tensor linear_gelu_sm90a_cuda_op(const at::Tensor& x, const at::Tensor& weig
   const c10::cuda::CUDAGuard guard(x.device());
   const LinearGeluSm90aEntry entries[] = {
       x.scalar_type() == at::kHalf ? linear_gelu_sm90a_fp16 : linear_gelu_sm90a_bf16, linear_gelu_sm90a_v1,
-      linear_gelu_sm90a_v2, linear_gelu_sm90a_v3, linear_gelu_sm90a_v4};
+      linear_gelu_sm90a_v2, linear_gelu_sm90a_v3, linear_gelu_sm90a_v4, linear_gelu_sm90a_v5, linear_gelu_sm90a_v6,
+      linear_gelu_sm90a_v7, linear_gelu_sm90a_v8};
   at::Tensor y;
   const char* why = run_sm90a(op, entries[config], rows_of(x), weight, bias, y, nullptr, static_cast<int>(swizzle),
                               static_cast<int>(raster));

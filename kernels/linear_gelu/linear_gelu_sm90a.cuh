@@ -31,13 +31,14 @@ template <> struct Element<kwb::DType::BFloat16> { using type = cutlass::bfloat1
 template <> struct Element<kwb::DType::Float16> { using type = cutlass::half_t; };
 
 // A tile configuration: the output tile each consumer step owns, the cluster that shares its
-// TMA loads, and the kernel and epilogue schedules.
-template <class Tile_, class Cluster_, class Kernel_, class Epilogue_>
+// TMA loads, the kernel and epilogue schedules, and how the persistent grid hands out tiles.
+template <class Tile_, class Cluster_, class Kernel_, class Epilogue_, class Scheduler_ = cutlass::gemm::PersistentScheduler>
 struct Config {
   using Tile = Tile_;
   using Cluster = Cluster_;
   using KernelSchedule = Kernel_;
   using EpilogueSchedule = Epilogue_;
+  using Scheduler = Scheduler_;
 };
 
 // 128 x 256 outputs a tile over two consumer warp groups, pairs of tiles along m sharing W's
@@ -70,7 +71,7 @@ struct Gemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       typename Cfg::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      cutlass::gemm::PersistentScheduler>;
+                                                      typename Cfg::Scheduler>;
   using Adapter = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static typename Adapter::Arguments arguments(const LinearGeluParams& p, const Sm90aSchedule& s) {
