@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--sizes", help="only these sizes, MxKxN comma-separated (default: every case's)")
     parser.add_argument("--erf-chunks", action="store_true", help="only the erf form's large 16-bit product, whole and in row blocks")
     parser.add_argument("--sm90a", action="store_true", help="only the CUTLASS product's configs and schedules (H100)")
+    parser.add_argument("--in-turns", type=float, metavar="SECONDS", default=0.0,
+                        help="(--sm90a) then time bf16 8192x4096->16384's variants again in turns, one sample of each a "
+                             "round, SECONDS of samples each: the GPU's clocks drift over a run")
     args = parser.parse_args()
     if args.sm90a:
         return sm90a(args)
@@ -150,6 +153,25 @@ def sm90a(args) -> None:
             args_ = spec.inputs_for(approximate)(size, dtype, "cuda", torch.Generator().manual_seed(0))
             for name, fn in variants.items():
                 time_one(spec, name, fn, args_, size, dtype, approximate, args.out)
+            if args.in_turns and "shipped_again" in variants:
+                del variants["shipped_again"]
+                variants.update({"eager": spec.reference, "torch.compile": torch.compile(spec.reference, fullgraph=True, dynamic=False)})
+                time_in_turns(variants, args_, spec.flops(size, dtype), args.in_turns)
+
+
+def time_in_turns(variants, inputs, flops, seconds) -> None:
+    """Every variant (validated already, by time_one) timed in turns, one sample of each a round,
+    so a drift of the GPU's clocks lands on all alike: one after the other, the shipped op's
+    first and last timings of one run were 1663.6 and 1820.2 us."""
+    from workbench.harness import timing
+
+    fns = {name: (lambda fn=fn: fn(*inputs)) for name, fn in variants.items()}
+    with torch.no_grad():
+        stats = timing.measure_interleaved(fns, timing.timer_for("cuda"), budget_s=seconds)
+    print(f"in turns ({next(iter(stats.values())).n} rounds):")
+    for name, st in sorted(stats.items(), key=lambda kv: kv[1].median):
+        print(f"  {name:>18} {st.median * 1e6:8.1f} us (p20 {st.p20 * 1e6:.1f}, p80 {st.p80 * 1e6:.1f}) "
+              f"{flops / st.median / 1e12:6.1f} TFLOP/s")
 
 
 if __name__ == "__main__":
