@@ -281,9 +281,11 @@ needs_cutlass = pytest.mark.skipif(not _cutlass(), reason="CUTLASS's headers are
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_linear_gelu_sm90a_matches_the_reference_on_tile_edges(k, dtype):
     spec = k["linear_gelu"].spec
-    # k and n multiples of 8 (TMA's 16 bytes); m, n and k short of, at and past the 128 x 256 x 64
-    # tile and its 2 x 1 cluster: one row, one partial tile, several waves of tiles
-    shapes = [(1, 8, 8), (3, 40, 264), (127, 64, 256), (129, 72, 520), (300, 1032, 2056), (1000, 264, 776), (4100, 256, 4104)]
+    # k and n multiples of 8 (TMA's 16 bytes); m, n and k short of, at and past the 128 x 128 x 64
+    # tile and its 1 x 2 cluster: one row, one partial tile, a cluster's second tile all or partly
+    # past n, several waves of tiles
+    shapes = [(1, 8, 8), (3, 40, 264), (127, 64, 256), (129, 72, 520), (200, 128, 136), (130, 64, 128), (300, 1032, 2056),
+              (1000, 264, 776), (4100, 256, 4104)]
     report = wb.check(k["linear_gelu"].linear_gelu_sm90a, spec.reference, inputs=spec.inputs_for("none"), device="cuda",
                       dtypes=[dtype], shapes=shapes, tolerance=spec.TOLERANCES, name="linear_gelu_sm90a")
     assert report.passed, str(report)
@@ -326,6 +328,8 @@ def test_linear_gelu_sm90a_names_what_it_cannot_take(k):
         lg.linear_gelu_sm90a(x, w, b, "none", 0, 3)
     with pytest.raises(ValueError, match="config 4 is the tanh form"):
         lg.linear_gelu_sm90a(x, w, b, "none", 4)
+    with pytest.raises(ValueError, match="config must be 0 .* to 8, got 9"):
+        lg.linear_gelu_sm90a(x, w, b, "none", 9)
     with pytest.raises(TypeError, match="supports Half, BFloat16"):
         lg.linear_gelu_sm90a(x.float(), w.float(), b.float())
     # the shipped op takes another route where this one cannot

@@ -44,11 +44,11 @@ namespace {
 constexpr int64_t kSkinnyMinRows = 2, kSkinnyMaxRows = 32;
 
 // The CUTLASS route's smallest product (m x n outputs): at 2048 x 4096 -> 4096 (2^23) it took
-// 109 us against cuBLAS's addmm + GELU pass 104 (H200). Its tile walk: bf16 8192 x 4096 -> 16384,
-// erf, us by swizzle / raster: 1651 at 1 / heuristic, 1638 at 2 / heuristic, 1772 at 2 / along
-// m, 1585 at 2 / along n (cuBLAS's route 1706, torch.compile 1613 in the same run; NOTES.md).
+// 109 us against cuBLAS's addmm + GELU pass 104 (H200). Its tile walk, bf16 8192 x 4096 -> 16384,
+// erf, timed in turns, us by swizzle / raster: 1646 at 2 / along m, 1690 at 1 / heuristic, 1763
+// at 2 / along n (NOTES.md, "Round 14").
 constexpr int64_t kSm90aMinOutputs = int64_t{1} << 24;
-constexpr int kSm90aSwizzle = 2, kSm90aRaster = 2;
+constexpr int kSm90aSwizzle = 2, kSm90aRaster = 1;
 
 bool is_tanh(const char* op, c10::string_view approximate) {
   if (approximate == "tanh") return true;
@@ -246,7 +246,7 @@ const char* run_sm90a(const char* op, LinearGeluSm90aEntry entry, const at::Tens
 }
 
 // The shipped route's CUTLASS entry for this call, or nullptr where cuBLAS's route is taken:
-// products of a 128 x 256 tile or more in each direction, kSm90aMinOutputs outputs in all.
+// products of 128 rows and 256 columns or more, kSm90aMinOutputs outputs in all.
 LinearGeluSm90aEntry sm90a_route(const at::Tensor& x, const at::Tensor& weight, bool tanh_form, bool with_pre) {
   const at::ScalarType t = x.scalar_type();
   if (tanh_form || (t != at::kHalf && t != at::kBFloat16)) return nullptr;
@@ -384,7 +384,7 @@ KWB_LIBRARY(m) {
   m.def("linear_gelu_tiled(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_skinny(Tensor x, Tensor weight, Tensor bias, str approximate='none') -> Tensor");
   m.def("linear_gelu_sm90a(Tensor x, Tensor weight, Tensor bias, str approximate='none', int config=0, int swizzle=2, "
-        "int raster=2) -> Tensor");
+        "int raster=1) -> Tensor");
 }
 
 KWB_LIBRARY_IMPL(m, CPU) {

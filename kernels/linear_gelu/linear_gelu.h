@@ -89,10 +89,10 @@ const char* linear_gelu_sm90a_fp16(const LinearGeluParams&, const Sm90aSchedule&
 const char* linear_gelu_sm90a_bf16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_fp16_pre(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 // Other tile configurations (bf16, benchmarks/linear_gelu_variants.py), compiled only with
-// -DKWB_LINEAR_GELU_SM90A_VARIANTS, else they return kLinearGeluSm90aAbsent: 1, clusters of
-// 1 x 2; 2, clusters of 1 x 1; 3, 256 x 128 tiles; 4, the shipped tile with GELU's tanh form;
-// 5 and 6, the shipped tile under stream-K with clusters of 2 x 1 and 1 x 2; 7 and 8, ping-pong
-// 128 x 128 tiles with clusters of 2 x 1 and 1 x 2.
+// -DKWB_LINEAR_GELU_SM90A_VARIANTS, else they return kLinearGeluSm90aAbsent. The cooperative
+// 128 x 256 tile: 1, clusters of 1 x 2; 2, of 1 x 1; 4, GELU's tanh form; 5 and 6, stream-K
+// with clusters of 2 x 1 and 1 x 2; 8, clusters of 2 x 1 (the tile shipped before the ping-pong
+// one). 3, cooperative 256 x 128 tiles; 7, the shipped ping-pong tile with clusters of 2 x 1.
 const char* linear_gelu_sm90a_v1(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_v2(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);
 const char* linear_gelu_sm90a_v3(const LinearGeluParams&, const Sm90aSchedule&, void*, size_t*, cudaStream_t);

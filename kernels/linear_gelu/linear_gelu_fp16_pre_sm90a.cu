@@ -3,4 +3,4 @@
 // cores, and ninja runs the units side by side.
 #include "linear_gelu_sm90a.cuh"
 
-KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_fp16_pre, kwb::DType::Float16, kwb_sm90a::Cooperative128x256, true, false)
+KWB_LINEAR_GELU_SM90A_ENTRY(linear_gelu_sm90a_fp16_pre, kwb::DType::Float16, kwb_sm90a::Shipped, true, false)

@@ -1,6 +1,6 @@
 // More of linear_gelu_variants_sm90a.cu's configurations (a unit of their own, so nvcc compiles
-// them beside the others): 256 x 128 tiles, and the shipped tile with GELU's tanh form, against
-// cuBLASLt's epilogue.
+// them beside the others): cooperative 256 x 128 tiles, and the cooperative 128 x 256 tile with
+// GELU's tanh form, against cuBLASLt's epilogue.
 #ifndef KWB_LINEAR_GELU_SM90A_VARIANTS
 #undef KWB_SM90A  // not asked for: CUTLASS's headers go unparsed
 #endif

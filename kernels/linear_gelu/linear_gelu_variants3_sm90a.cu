@@ -1,6 +1,6 @@
 // More tile configurations of linear_gelu's Hopper product (bf16, erf form), for
-// benchmarks/linear_gelu_variants.py: the shipped tile under CUTLASS's stream-K scheduler, with
-// clusters of 2 x 1 and of 1 x 2. 8192 x 16384 outputs are 4096 tiles of 128 x 256, 31.03 waves
+// benchmarks/linear_gelu_variants.py: the cooperative 128 x 256 tile under CUTLASS's stream-K
+// scheduler, with clusters of 2 x 1 and of 1 x 2. 8192 x 16384 outputs are 4096 tiles of 128 x 256, 31.03 waves
 // of the H100's 132 SMs: the persistent walk runs 32, and stream-K splits the last ones along k.
 // Compiled only with -DKWB_LINEAR_GELU_SM90A_VARIANTS.
 #ifndef KWB_LINEAR_GELU_SM90A_VARIANTS

@@ -1,5 +1,6 @@
 // Tile configurations of linear_gelu's Hopper product other than the shipped one, for
-// benchmarks/linear_gelu_variants.py (bf16): clusters of 1 x 2 and of 1 x 1. Compiled only with
+// benchmarks/linear_gelu_variants.py (bf16): the cooperative 128 x 256 tile with clusters of
+// 1 x 2 and of 1 x 1. Compiled only with
 // -DKWB_LINEAR_GELU_SM90A_VARIANTS (about 95 s of nvcc each on 2 cores, two a unit); otherwise
 // each refuses.
 #ifndef KWB_LINEAR_GELU_SM90A_VARIANTS
