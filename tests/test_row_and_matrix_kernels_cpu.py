@@ -99,6 +99,45 @@ def test_linear_gelu_y_only_op_is_differentiable_too():
         torch.testing.assert_close(g, e)
 
 
+def test_linear_gelu_is_differentiated_in_cpp():
+    """Both forward ops' gradients come from C++ autograd kernels (linear_gelu_autograd.cpp),
+    through the public function and through torch.ops alike; no graph where none is wanted, and
+    forward mode's tangents refused by name, never dropped."""
+    x, w, b = (torch.randn(*s, dtype=torch.float64) for s in ((4, 6), (5, 6), (5,)))
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    y, pre = LG.op("linear_gelu_forward")(*leaves, "none")
+    assert "LinearGeluForward" in y.grad_fn.name() and not pre.requires_grad
+    assert "LinearGeluY" in LG.op("linear_gelu")(*leaves, "none").grad_fn.name()
+    assert "LinearGeluForward" in LG.linear_gelu(*leaves).grad_fn.name()
+    got = torch.autograd.grad(LG.linear_gelu(*leaves).square().sum(), leaves)
+    expected = torch.autograd.grad(F.gelu(F.linear(*leaves)).square().sum(), leaves)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    with torch.no_grad():
+        assert LG.linear_gelu(*leaves).grad_fn is None and LG.op("linear_gelu_forward")(*leaves, "tanh")[0].grad_fn is None
+    assert LG.linear_gelu(x, w, b).grad_fn is None
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, torch.ones_like(x))
+        for op in ("linear_gelu", "linear_gelu_forward"):
+            with torch.no_grad(), pytest.raises(RuntimeError, match="jvp is not implemented"):
+                LG.op(op)(dual, w, b, "none")
+
+
+def test_linear_gelu_training_step_under_torch_compile():
+    """torch.compile traces the C++ autograd kernel's forward and backward (the fake kernels
+    give the shapes): the compiled step's gradients are eager PyTorch's."""
+    def step(x, w, b):
+        return LG.linear_gelu(x, w, b, "tanh").square().sum()
+
+    leaves = [torch.randn(*s).requires_grad_() for s in ((3, 7, 24), (10, 24), (10,))]
+    got = torch.autograd.grad(torch.compile(step, fullgraph=True)(*leaves), leaves)
+    expected = torch.autograd.grad(F.gelu(F.linear(*leaves), approximate="tanh").square().sum(), leaves)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
 # ---- gradcheck in float64 -----------------------------------------------------------------
 
 

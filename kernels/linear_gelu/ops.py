@@ -3,7 +3,8 @@ this build's ops, their fake kernels for torch.compile, and autograd.
 
 register(ops) is called by the loader with the ops of one build and returns the public
 functions, which the loaded kernel exposes (k.linear_gelu); k.op(name) is the dispatcher op
-itself (k.op("linear_gelu") is the y-only op below).
+itself (k.op("linear_gelu") is the y-only op below). Autograd is C++ (linear_gelu_autograd.cpp),
+so a training step runs no Python between its forward and backward.
 
 Two forward ops: linear_gelu gives y alone (for tanh on cuBLASLt, the product and the GELU in
 one kernel); linear_gelu_forward also keeps the product before the GELU, which the backward
@@ -57,7 +58,7 @@ def linear_gelu_skinny(x: Tensor, weight: Tensor, bias: Tensor, approximate: str
 
 
 def linear_gelu_sm90a(x: Tensor, weight: Tensor, bias: Tensor, approximate: str = "none", config: int = 0,
-                      swizzle: int = 2, raster: int = 2) -> Tensor:
+                      swizzle: int = 2, raster: int = 1) -> Tensor:
     """linear_gelu by the CUTLASS product with bias + GELU in its epilogue, the erf route for
     large 16-bit products on the H100 (compute capability 9.0; k and n multiples of 8). config
     0 is the shipped tile; swizzle (1, 2, 4, 8) and raster (0 heuristic, 1 along m, 2 along n)
@@ -99,36 +100,6 @@ def register(ops):
         _check("linear_gelu_backward", x, weight)
         return torch.empty_like(x), torch.empty_like(weight), weight.new_empty(weight.shape[:1])
 
-    def setup_forward(ctx, inputs, output):
-        x, weight, _bias, approximate = inputs
-        _, pre = output
-        ctx.mark_non_differentiable(pre)
-        ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, weight, pre)
-        ctx.approximate = approximate
-
-    def backward_forward(ctx, grad, _grad_pre):
-        if grad is None:
-            return None, None, None, None
-        x, weight, pre = ctx.saved_tensors
-        grad_x, grad_weight, grad_bias = ops.linear_gelu_backward(grad, x, weight, pre, ctx.approximate)
-        return grad_x, grad_weight, grad_bias, None
-
-    torch.library.register_autograd(ops.qualname("linear_gelu_forward"), backward_forward, setup_context=setup_forward)
-
-    # The y-only op is differentiable too (called directly with tensors that need gradients):
-    # its backward recomputes the product before the GELU, one extra matrix product.
-    def setup_y_only(ctx, inputs, output):
-        x, weight, bias, approximate = inputs
-        ctx.save_for_backward(x, weight, bias)
-        ctx.approximate = approximate
-
-    def backward_y_only(ctx, grad):
-        x, weight, bias = ctx.saved_tensors
-        _, pre = ops.linear_gelu_forward(x, weight, bias, ctx.approximate)
-        grad_x, grad_weight, grad_bias = ops.linear_gelu_backward(grad, x, weight, pre, ctx.approximate)
-        return grad_x, grad_weight, grad_bias, None
-
-    torch.library.register_autograd(ops.qualname("linear_gelu"), backward_y_only, setup_context=setup_y_only)
+    # autograd: linear_gelu_autograd.cpp (the y-only op's backward recomputes the product)
     return {f.__name__: f for f in (linear_gelu, linear_gelu_forward, linear_gelu_backward, linear_gelu_naive, linear_gelu_tiled,
                                   linear_gelu_skinny, linear_gelu_sm90a)}
