@@ -1,11 +1,13 @@
-"""Where linear_gelu's CPU training step spends what eager's does not: the step through autograd
-(register_autograd's Python kernel), beside the same two ops called directly and eager's
-F.gelu(F.linear(...)) step; a 64 MiB write before each call (cold caches, as the harness
-times), median of REPS, interleaved, three rounds.
+"""Where linear_gelu's CPU training step spends its time: the step through autograd (the C++
+autograd kernel), beside the same two ops called directly, eager's F.gelu(F.linear(...)) step,
+and autograd's own fixed cost on a step of 16 floats; a 64 MiB write before each call (cold
+caches, as the harness times), median of REPS, interleaved, three rounds, with the minor page
+faults a call (memory the allocator took back from the OS).
 
     python benchmarks/cpu_linear_gelu_step.py [M K N] [--dtype float64]   # default 32 768 3072, fp32
 """
 import argparse
+import resource
 import time
 
 import torch
@@ -47,17 +49,28 @@ def main() -> None:
         _, pre = lg.linear_gelu_forward(x, w, b, "none")
         lg.linear_gelu_backward(g, x, w, pre, "none")
 
-    cases = {"eager step": eager_step, "kwb step (autograd)": kwb_step, "kwb forward + backward ops": kwb_ops}
+    tiny = torch.randn(16, dtype=dtype)
+
+    def autograd_alone():  # the engine's fixed cost, cold, on a step with next to no work
+        t = tiny.detach().requires_grad_()
+        torch.autograd.grad((t * 2).sum(), t)
+
+    cases = {"eager step": eager_step, "kwb step (autograd)": kwb_step, "kwb forward + backward ops": kwb_ops,
+             "autograd alone, 16 floats": autograd_alone}
     print(f"linear_gelu erf {args.dtype} {m}x{k}->{n}, cold caches, median us of {args.reps}")
     for _ in range(3):
         times = {name: [] for name in cases}
+        faults = dict.fromkeys(cases, 0)  # minor page faults a call: memory the allocator got back from the OS
         for _ in range(args.reps):
             for name, fn in cases.items():
                 flush.add_(1)
+                faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
-        print(" | ".join(f"{name} {sorted(v)[len(v) // 2] * 1e6:.0f}" for name, v in times.items()))
+                faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+        print(" | ".join(f"{name} {sorted(v)[len(v) // 2] * 1e6:.0f} us, {faults[name] / len(v):.0f} faults"
+                         for name, v in times.items()))
 
 
 if __name__ == "__main__":
