@@ -9,8 +9,9 @@ naive    one thread per output, the dot product from global memory (kernels/line
 tiled    32 x 32 output tiles through shared memory, bias + GELU in the epilogue
 skinny   16 rows x 8 or 16 columns a block, k over 32 or 16 threads a column, summed in shared
          memory (benchmarks/linear_gelu_skinny_variants.py: its shapes)
-shipped  k.linear_gelu: the skinny kernel for fp32 batches of 2 to 32 rows, else cuBLASLt
-         (GELU + bias epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
+shipped  k.linear_gelu: the skinny kernel for fp32 batches of 2 to 32 rows; the erf form's large
+         16-bit products on the H100 the CUTLASS kernel (sm90a below); else cuBLASLt (GELU + bias
+         epilogue for the tanh form; bias epilogue, then a GELU pass, for erf)
 addmm_activation  torch._addmm_activation: cuBLASLt's GELU + bias epilogue alone (tanh form only)
 mm_bias_gelu  torch.mm (cuBLAS, no epilogue), then bias_gelu's forward pass: Inductor's shape
          of the fp32 product at small batches (its own pointwise kernel after the mm)
@@ -81,7 +82,8 @@ def main() -> None:
     parser.add_argument("--sm90a", action="store_true", help="only the CUTLASS product's configs and schedules (H100)")
     parser.add_argument("--in-turns", type=float, metavar="SECONDS", default=0.0,
                         help="(--sm90a) then time bf16 8192x4096->16384's variants again in turns, one sample of each a "
-                             "round, SECONDS of samples each: the GPU's clocks drift over a run")
+                             "round, SECONDS of samples each: the GPU's clocks drift over a run (only where --sizes "
+                             "includes that size, as it does by default)")
     args = parser.parse_args()
     if args.sm90a:
         return sm90a(args)

@@ -246,7 +246,7 @@ const char* run_sm90a(const char* op, LinearGeluSm90aEntry entry, const at::Tens
 }
 
 // The shipped route's CUTLASS entry for this call, or nullptr where cuBLAS's route is taken:
-// products of 128 rows and 256 columns or more, kSm90aMinOutputs outputs in all.
+// products of a cluster's 1 x 2 tiles of 128 x 128 or more, kSm90aMinOutputs outputs in all.
 LinearGeluSm90aEntry sm90a_route(const at::Tensor& x, const at::Tensor& weight, bool tanh_form, bool with_pre) {
   const at::ScalarType t = x.scalar_type();
   if (tanh_form || (t != at::kHalf && t != at::kBFloat16)) return nullptr;

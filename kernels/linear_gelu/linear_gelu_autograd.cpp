@@ -1,8 +1,9 @@
 // linear_gelu's autograd kernels, in C++: a training step runs no Python between the forward and
-// the backward. On the 2-core CPU, fp32 erf, cold caches, register_autograd's Python kernel cost
-// 600-700 us a step: the ops called directly ran 3165-3399 us at 32 x 768 -> 3072 where the
-// step through it ran 3780-4011, and eager's 3809-4057 (benchmarks/cpu_linear_gelu_step.py).
-// Its own unit, as vector_add's: custom_function.h takes 13 s to compile on the 2-core machine.
+// the backward (register_autograd's kernel is a Python autograd.Function). On the 2-core CPU,
+// fp32 erf, 32 x 768 -> 3072, cold caches, the step still costs ~550 us more than its two ops
+// called directly: autograd's own, which a step of 16 floats costs too (NOTES.md, "The CPU
+// step's call path (round 14)"). Its own unit, as vector_add's: custom_function.h takes 13 s to
+// compile on the 2-core machine.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "kwb_library.h"
@@ -77,7 +78,11 @@ struct LinearGeluY : torch::autograd::Function<LinearGeluY> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const std::string approximate = ctx->saved_data["approximate"].toStringRef();
-    const at::Tensor pre = std::get<1>(forward_op().call(saved[0], saved[1], saved[2], approximate));
+    at::Tensor pre;
+    {  // pre is a constant of the backward, even under create_graph
+      at::AutoDispatchBelowADInplaceOrView guard;
+      pre = std::get<1>(forward_op().call(saved[0], saved[1], saved[2], approximate));
+    }
     return backward_from(grads[0], saved[0], saved[1], pre, approximate);
   }
 };

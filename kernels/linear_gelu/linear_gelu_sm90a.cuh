@@ -41,19 +41,22 @@ struct Config {
   using Scheduler = Scheduler_;
 };
 
+using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using CooperativeEpilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using PingpongEpilogue = cutlass::epilogue::TmaWarpSpecialized;
+
 // The shipped tile: ping-pong, each of two consumer warp groups owning a 128 x 128 tile in turn,
 // so one group's epilogue (bias and the erf GELU, about 20 instructions an output) runs under
 // the other's mainloop; pairs of tiles along n share x's loads. Timed in turns against the
 // others on the H200 (bf16 8192 x 4096 -> 16384, erf): 1646 us against 1860 for the cooperative
 // 128 x 256 tile below, whose epilogue leaves the tensor cores idle (NOTES.md, "Round 14").
-using Pingpong128x128 = Config<Shape<_128, _128, _64>, Shape<_1, _2, _1>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                               cutlass::epilogue::TmaWarpSpecialized>;
+using Pingpong128x128 = Config<Shape<_128, _128, _64>, Shape<_1, _2, _1>, Pingpong, PingpongEpilogue>;
 using Shipped = Pingpong128x128;
 
 // 128 x 256 outputs a tile over two consumer warp groups working together, pairs of tiles along
 // m sharing W's loads: CUTLASS's profiler's usual pick for large 16-bit products on the H100.
-using Cooperative128x256 = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                                  cutlass::epilogue::TmaWarpSpecializedCooperative>;
+using Cooperative128x256 = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>, Cooperative, CooperativeEpilogue>;
 
 // x [m, k] row-major is A (m x k, k contiguous); W [n, k] row-major is B as CUTLASS reads it
 // (n x k, k contiguous: "column-major k x n"); y and pre [m, n] row-major. kPre: also store

@@ -8,8 +8,7 @@
 
 #ifdef KWB_SM90A
 namespace kwb_sm90a {
-using Tile256x128 = Config<Shape<_256, _128, _64>, Shape<_2, _1, _1>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                          cutlass::epilogue::TmaWarpSpecializedCooperative>;
+using Tile256x128 = Config<Shape<_256, _128, _64>, Shape<_2, _1, _1>, Cooperative, CooperativeEpilogue>;
 }  // namespace kwb_sm90a
 #endif
 

@@ -10,10 +10,9 @@
 
 #ifdef KWB_SM90A
 namespace kwb_sm90a {
-using Coop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using CoopEpi = cutlass::epilogue::TmaWarpSpecializedCooperative;
-using StreamK2x1 = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>, Coop, CoopEpi, cutlass::gemm::StreamKScheduler>;
-using StreamK1x2 = Config<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Coop, CoopEpi, cutlass::gemm::StreamKScheduler>;
+using StreamK = cutlass::gemm::StreamKScheduler;
+using StreamK2x1 = Config<Shape<_128, _256, _64>, Shape<_2, _1, _1>, Cooperative, CooperativeEpilogue, StreamK>;
+using StreamK1x2 = Config<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Cooperative, CooperativeEpilogue, StreamK>;
 }  // namespace kwb_sm90a
 #endif
 

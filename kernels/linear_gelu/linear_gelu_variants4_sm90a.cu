@@ -10,9 +10,7 @@
 
 #ifdef KWB_SM90A
 namespace kwb_sm90a {
-using Pingpong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
-using PingpongEpi = cutlass::epilogue::TmaWarpSpecialized;
-using Pingpong2x1 = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>, Pingpong, PingpongEpi>;
+using Pingpong2x1 = Config<Shape<_128, _128, _64>, Shape<_2, _1, _1>, Pingpong, PingpongEpilogue>;
 }  // namespace kwb_sm90a
 #endif
 

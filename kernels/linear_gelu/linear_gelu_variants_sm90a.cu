@@ -10,10 +10,8 @@
 
 #ifdef KWB_SM90A
 namespace kwb_sm90a {
-using Coop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using CoopEpi = cutlass::epilogue::TmaWarpSpecializedCooperative;
-using Cluster1x2 = Config<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Coop, CoopEpi>;
-using Cluster1x1 = Config<Shape<_128, _256, _64>, Shape<_1, _1, _1>, Coop, CoopEpi>;
+using Cluster1x2 = Config<Shape<_128, _256, _64>, Shape<_1, _2, _1>, Cooperative, CooperativeEpilogue>;
+using Cluster1x1 = Config<Shape<_128, _256, _64>, Shape<_1, _1, _1>, Cooperative, CooperativeEpilogue>;
 }  // namespace kwb_sm90a
 #endif
 

@@ -1,5 +1,5 @@
 """linear_gelu's Python face (as pytorch/extension-cpp's ops.py): typed public functions over
-this build's ops, their fake kernels for torch.compile, and autograd.
+this build's ops and their fake kernels for torch.compile.
 
 register(ops) is called by the loader with the ops of one build and returns the public
 functions, which the loaded kernel exposes (k.linear_gelu); k.op(name) is the dispatcher op

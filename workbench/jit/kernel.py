@@ -121,13 +121,15 @@ class _BelowAutogradWhenNoGrad:
     gradient. register_autograd puts a Python kernel at that key which runs on every call, grad
     or not: a fixed cost of every small op, which skipping it where it could do nothing saves
     (benchmarks/cpu_call_overhead.py). Under torch.compile the op is called as it is (the
-    compiler traces autograd itself)."""
+    compiler traces autograd itself), and so it is inside forward_ad.dual_level(): a tangent
+    needs no requires_grad, and skipping the Autograd key would drop it without a word."""
 
     def __init__(self, packet):
         self.packet, self.default = packet, packet.default
 
     def __call__(self, *args, **kwargs):
-        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and _needs_grad(args, kwargs)):
+        if (torch.compiler.is_compiling() or (torch.is_grad_enabled() and _needs_grad(args, kwargs))
+                or torch.autograd.forward_ad._current_level >= 0):
             return self.packet(*args, **kwargs)
         with torch._C._AutoDispatchBelowAutograd():
             return self.default(*args, **kwargs)
