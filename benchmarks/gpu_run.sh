@@ -3,7 +3,8 @@
 #   build   `kwb build --all --device cuda` from an empty cache
 #   run     `kwb run` from empty extension and TorchInductor caches, then again with both cached
 #   full    `kwb run --full` (every dtype at every bench size), cached builds, into <run>/full/
-#           (only when named; KWB_FULL_RUNS=2 runs it twice, the second into <run>/full2/)
+#           (only when named; KWB_FULL_RUNS=2 runs it twice, the second into <run>/full2/;
+#           KWB_FULL_ARGS: more options, "--in-turns" say)
 #   tolerance benchmarks/tolerance_vs_eager.py: each kernel and eager PyTorch against float64
 #   extension benchmarks/extension_loop.py: tutorial-style extensions, kwb's loop beside torch's
 #           (15 minutes on the H100: only when named)
@@ -111,7 +112,7 @@ if wants full; then
     t=$(now)
     rm -rf /tmp/kwb-report-full
     # shellcheck disable=SC2086  # KWB_FULL_NAMES: some kernels by name ("relu_scale softmax"); all by default
-    python -m workbench.cli run ${KWB_FULL_NAMES:-} --full --out /tmp/kwb-report-full 2>&1 | tee "$out/kwb_run_full$sfx.log"
+    python -m workbench.cli run ${KWB_FULL_NAMES:-} --full ${KWB_FULL_ARGS:-} --out /tmp/kwb-report-full 2>&1 | tee "$out/kwb_run_full$sfx.log"
     fact "kwb_run_full${sfx}_rc" "${PIPESTATUS[0]}"
     fact "kwb_run_full${sfx}_s" "$(since "$t")"
     mkdir -p "$run_dir/full$sfx"

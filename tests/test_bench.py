@@ -139,6 +139,34 @@ def test_a_vendor_route_of_another_device_is_not_timed(session, monkeypatch):
     assert {r["provider"] for r in report.rows} == {"kwb", "eager", "F.relu"}
 
 
+@pytest.mark.parametrize("in_turns", [None, True, False])
+def test_providers_are_timed_in_turns_unless_asked_one_after_another(in_turns, monkeypatch):
+    """On the CPU kwb and its baselines are timed in turns by default (timing.measure_interleaved);
+    in_turns=False times them one after the other (timing.measure), with the same rows."""
+    session = benchmark.new_session("cpu", in_turns=in_turns)  # its copy ceiling is measured alone, before counting
+    assert session.in_turns is (in_turns is not False)
+    calls = {"interleaved": 0, "alone": 0}
+    real_interleaved, real_measure = benchmark.timing.measure_interleaved, benchmark.timing.measure
+
+    def interleaved(fns, *args, **kwargs):
+        calls["interleaved"] += 1
+        return real_interleaved(fns, *args, **kwargs)
+
+    def alone(fn, *args, **kwargs):
+        calls["alone"] += 1
+        return real_measure(fn, *args, **kwargs)
+
+    monkeypatch.setattr(benchmark.timing, "measure_interleaved", interleaved)
+    monkeypatch.setattr(benchmark.timing, "measure", alone)
+    x = torch.randn(513)
+    report = wb.bench(lambda t: t * 2, lambda t: t + t, inputs=(x,), baselines="eager", session=session)
+    assert report.ok and {r["provider"] for r in report.rows} == {"kwb", "eager"}
+    if in_turns is False:
+        assert calls["interleaved"] == 0 and calls["alone"] >= 2
+    else:
+        assert calls["interleaved"] >= 1 and calls["alone"] == 0
+
+
 def test_spec_modules_are_importable_by_name_for_torch_compile():
     # torch.compile, inlining a spec's reference, finds the reference's globals (torch) through
     # sys.modules[fn.__module__]; without it every compile baseline failed on torch 2.11.

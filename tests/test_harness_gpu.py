@@ -82,6 +82,26 @@ def test_cuda_events_time_every_provider_and_small_sizes_also_get_graph_replays(
         assert graph_kwb["speedup_vs_eager"] == pytest.approx(graph_eager["median_us"] / graph_kwb["median_us"])
 
 
+def test_timed_in_turns_on_a_gpu_rows_keep_their_launch_columns_and_graph_replays():
+    """kwb run --in-turns on a GPU: the same rows as one after the other (CUDA events, and graph
+    replays for the small size), kwb's launch columns filled, each provider's host time learned
+    apart (torch.compile's guards take longer to enqueue than kwb's call)."""
+    session = benchmark.new_session("cuda", in_turns=True)
+    assert session.in_turns and not benchmark.new_session("cuda").in_turns
+    report = wb.bench("relu_scale", device="cuda", ops=["relu_scale"], dtypes=["float32"], sizes=[(1 << 12,), (1 << 22,)],
+                      session=session, seed=1)
+    assert report.ok, report.rows
+    small = {(r["provider"], r["method"]) for r in report.rows if r["numel"] == 1 << 12}
+    assert small == {(p, m) for p in ("kwb", "eager", "torch.compile") for m in ("cuda_events", "cuda_graph")}
+    big = [r for r in report.rows if r["numel"] == 1 << 22]
+    assert {r["provider"] for r in big} == {"kwb", "eager", "torch.compile"} and {r["method"] for r in big} == {"cuda_events"}
+    kwb = next(r for r in big if r["provider"] == "kwb")
+    assert kwb["gpu_kernel"] and kwb["registers"]
+    for r in report.rows:
+        assert r["samples"] >= 10 and r["p20_us"] <= r["median_us"] <= r["p80_us"]
+    assert len(session.timer.host_s) >= 3  # one host time a function timed
+
+
 def test_the_event_timer_flushes_twice_the_l2():
     t = timing.CudaEventTimer()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size

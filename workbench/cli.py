@@ -225,7 +225,11 @@ def _for_each_kernel(names: tuple[str, ...], work) -> None:
 
 
 def _timing_options(f):
-    """--sizes, --sweep and --baselines, shared by `kwb bench` and `kwb run`."""
+    """--sizes, --sweep, --baselines, --backward and --in-turns, shared by `kwb bench` and `kwb run`."""
+    f = click.option("--in-turns/--one-after-another", default=None,
+                     help="Time kwb, eager and torch.compile in turns, one sample of each a round, so drift (a GPU's "
+                          "clocks under load, other processes) lands on all alike [default: in turns on the CPU, "
+                          "one after another on a GPU].")(f)
     f = click.option("--baselines", default="eager,compile,vendor", show_default=True,
                      help="Baselines to time beside kwb: eager, compile, vendor (where the spec has one), or none.")(f)
     f = click.option("--sweep", is_flag=True, help="Time the spec's longer sweep of sizes.")(f)
@@ -289,7 +293,8 @@ def check(names, device, dtypes, seed, no_backward, verbose) -> None:
               help="Append the rows to OUT/<device>/bench.csv (e.g. --out benchmarks/results).")
 @click.option("--no-graphs", is_flag=True, help="Skip CUDA-graph timings of sizes under ~10 us.")
 @click.option("--no-launches", is_flag=True, help="Skip profiling one call of each kwb row on a GPU (its kernel, block, registers, occupancy columns).")
-def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path | None, no_graphs, no_launches) -> None:
+def bench(names, device, dtypes, sizes, sweep, baselines, backward, in_turns, out_dir: Path | None, no_graphs,
+          no_launches) -> None:
     """Time kernels (default: every shipped one) beside eager PyTorch and torch.compile.
 
     CUDA events with the L2 flushed before each sample (perf_counter on the CPU), median with
@@ -307,7 +312,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
     def bench_one(name: str) -> bool:
         kernel, dev = kernel_and_device(name, device)
         if dev not in sessions:
-            sessions[dev] = benching.new_session(dev)
+            sessions[dev] = benching.new_session(dev, in_turns=in_turns)
         report = benching.bench(kernel, device=dev, dtypes=dtype_list, sizes=size_list, sweep=sweep, baselines=chosen,
                                 graphs=not no_graphs, session=sessions[dev], backward=backward, launches=not no_launches)
         out.print(bench_table(report.rows, title=f"{name}: {bench_header(report.env, report.ceiling / 1e9)}"))
@@ -330,7 +335,7 @@ def bench(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Pat
 @click.option("--seed", type=int, default=None, help="Seed of the random inputs.")
 @click.option("--full", is_flag=True, help="Time every dtype at each of the spec's bench sizes (add --sweep for its "
                                            "longer list); default: one size and dtype per kernel.")
-def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path, seed, full) -> None:
+def run(names, device, dtypes, sizes, sweep, baselines, backward, in_turns, out_dir: Path, seed, full) -> None:
     """The main job: build every kernel (or NAMES), check each, time each against eager
     PyTorch and torch.compile, and write a report folder with tables, plots and CSVs. Timing
     covers one representative size and dtype per kernel (bfloat16 on a GPU, float32 on the
@@ -346,7 +351,7 @@ def run(names, device, dtypes, sizes, sweep, baselines, backward, out_dir: Path,
     size_list, chosen = _timing_args(sizes, sweep, baselines)
     try:
         result = run_all(names, device=_run_device(device), out=out_dir, dtypes=dtype_list, sizes=size_list, sweep=sweep,
-                         baselines=chosen, backward=backward, seed=seed, full=full, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
+                         baselines=chosen, backward=backward, seed=seed, full=full, in_turns=in_turns, console=err, command=" ".join(["kwb", *map(shlex.quote, sys.argv[1:])]))
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except KwbError as e:

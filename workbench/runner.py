@@ -66,10 +66,11 @@ def _progress(console):
 
 def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, sweep: bool = False, baselines=None,
         seed: int | None = None, console=None, command: str | None = None, backward: bool = True,
-        full: bool = False) -> RunResult:
+        full: bool = False, in_turns: bool | None = None) -> RunResult:
     """Build, check (every case) and time the kernels. Timing covers one size and dtype per
     kernel (its spec's quick_for(device)) unless `full` (every dtype at every bench size) or
-    sizes/dtypes/sweep say otherwise."""
+    sizes/dtypes/sweep say otherwise. in_turns: kwb and its baselines timed in turns (default:
+    on the CPU only)."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -154,7 +155,7 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         return {"dtypes": dtypes if full or dtypes is not None else [dtype],
                 "sizes": sizes if full or sweep or sizes is not None else [size], "sweep": sweep}
 
-    session = benching.new_session(device, env)
+    session = benching.new_session(device, env, in_turns)
     with _progress(console) as progress:
         total = sum(benching.count_measurements(k, device, baselines=baselines, backward=backward, **timed(k))
                     for k in with_spec)

@@ -111,8 +111,13 @@ class Session:
     """What one bench run shares across kernels: the device, its timer, its copy ceiling and
     the environment every row carries."""
 
-    def __init__(self, device: str, env: results.Environment | None = None, ceiling: float | None = None):
+    def __init__(self, device: str, env: results.Environment | None = None, ceiling: float | None = None,
+                 in_turns: bool | None = None):
         self.device = device
+        # kwb, eager and torch.compile timed in turns (timing.measure_interleaved) rather than one
+        # after the other: always on the CPU, where other processes come and go; on a GPU when
+        # asked for (kwb run --in-turns), where the clocks drift under load
+        self.in_turns = device == devices.CPU if in_turns is None else bool(in_turns)
         self.timer = timing.timer_for(device)
         self.env = env or results.environment(device)
         self.ceiling = ceiling or timing.copy_ceiling(device, self.timer)
@@ -147,8 +152,8 @@ class Session:
                 f"{self.remeasured} measured twice.")
 
 
-def new_session(device: str, env: results.Environment | None = None) -> Session:
-    return Session(device, env)
+def new_session(device: str, env: results.Environment | None = None, in_turns: bool | None = None) -> Session:
+    return Session(device, env, in_turns=in_turns)
 
 
 @dataclass
@@ -288,8 +293,8 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
     except Exception as e:  # noqa: BLE001 - the reference is the spec's code: whatever it raises fails these rows, not the run
         return _error_rows(case, providers, plan, f"the reference raised {error_text(e)}")
     s.seconds["reference"] += time.perf_counter() - started
-    if s.device == devices.CPU and len(providers) > 1:  # validated one by one, then timed in turns
-        return _time_together(case, providers, plan, refs, wants, vendor)
+    if s.in_turns and len(providers) > 1:  # validated one by one, then timed in turns
+        return _time_together(case, providers, plan, refs, wants, vendor, graphs)
     rows, timed = [], {}
     for provider, fn in providers.items():
         rejected = _rejected(case, provider, fn, plan, refs, wants)
@@ -345,13 +350,16 @@ def _rejected(case: Case, provider: str, fn: Callable, plan: Plan, refs: list, w
 
 
 def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs: list, wants: list,
-                   vendor: str | None) -> list[dict]:
-    """_time_case on the CPU: each provider validated (torch.compile's compile included), then
-    all of them timed in turns (timing.measure_interleaved), so the 2-core machine's drift lands
-    on kwb, eager and torch.compile alike; a row each, in the providers' order."""
+                   vendor: str | None, graphs: bool = True) -> list[dict]:
+    """_time_case in turns (the CPU; a GPU session with in_turns): each provider validated
+    (torch.compile's compile included), then all of them timed in turns
+    (timing.measure_interleaved), so the machine's drift lands on kwb, eager and torch.compile
+    alike; a row each, in the providers' order, and on a GPU kwb's launch columns and the
+    CUDA-graph rows as _time_case has them."""
     s = plan.session
     rows: dict[str, dict] = {}
     fns: dict[str, Callable[[], object]] = {}
+    launch = None
     for provider, fn in providers.items():
         rejected = _rejected(case, provider, fn, plan, refs, wants)
         if rejected is not None:
@@ -359,6 +367,11 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
             plan.advance()
         else:
             fns[provider] = functools.partial(fn, *case.args)
+            if provider == KWB and s.device == devices.CUDA and plan.launches:
+                started = time.perf_counter()
+                with torch.no_grad():
+                    launch = _launch_columns(case, fn)
+                s.seconds["launches"] += time.perf_counter() - started
     started = time.perf_counter()
     try:
         with torch.no_grad():
@@ -378,8 +391,14 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
         s.seconds["samples"] += time.perf_counter() - started
         plan.advance(len(fns))
     for provider, st in stats.items():
-        rows[provider] = _row(case, provider, s.timer.method, st, plan)
+        rows[provider] = _row(case, provider, s.timer.method, st, plan, launch=launch if provider == KWB else None)
     ordered = [rows[p] for p in providers if p in rows]
+    timed = {p: (providers[p], st.median) for p, st in stats.items()}
+    fastest = min((st.median * 1e6 for st in stats.values()), default=math.inf)
+    if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
+        started = time.perf_counter()
+        ordered += _graph_rows(case, timed, plan)
+        s.seconds["graphs"] += time.perf_counter() - started
     _add_speedups(ordered, vendor)
     return ordered
 
@@ -554,7 +573,8 @@ def _bench_function(fn, reference, inputs, label, name, bytes_moved, flops, tole
 def bench(target, reference: Callable | None = None, *, inputs=None, device=None, ops=None, dtypes=None, sizes=None,
           sweep: bool = False, baselines=None, graphs: bool = True, bytes_moved=None, flops=None, tolerance=None,
           name: str | None = None, label: str = KWB, seed: int | None = None, session: Session | None = None,
-          progress: Callable[[], None] | None = None, backward: bool = False, launches: bool = True) -> BenchReport:
+          progress: Callable[[], None] | None = None, backward: bool = False, launches: bool = True,
+          in_turns: bool | None = None) -> BenchReport:
     """Time a kernel (or a function) beside its baselines; returns a BenchReport.
 
     target: a kernel name or folder, a loaded Kernel, or a function (then give `inputs`, and
@@ -566,6 +586,8 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
     graphs: also time CUDA-graph replays for sizes under ~10 us.
     launches: on a GPU, profile one call of each kwb row (not timed; its seconds are their own
         line in kwb run's account) for its launch columns: kernel, block, registers, occupancy.
+    in_turns: time kwb and its baselines in turns, one sample of each a round, rather than one
+        after the other (default: on the CPU only; a given session keeps its own).
     backward: also time each op that has gradients as a training step, forward then backward
         of a random output gradient, beside eager and torch.compile doing the same (rows whose
         op is "<op> fwd+bwd"; the step's outputs and gradients are validated first).
@@ -582,13 +604,13 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
         if inputs is None:
             raise ValueError("inputs: timing a function needs inputs=: a tuple of arguments, or a list of them")
         first = first_tensor(input_sets(inputs)[0])
-        plan = Plan(session or Session(str(first.device.type) if first is not None else devices.CPU), chosen, graphs, progress,
-                    launches)
+        plan = Plan(session or Session(str(first.device.type) if first is not None else devices.CPU, in_turns=in_turns), chosen,
+                    graphs, progress, launches)
         rows = _bench_function(target, reference, inputs, label, name or getattr(target, "__name__", "function"),
                                bytes_moved, flops, tolerance, plan)
         return BenchReport(plan.session.env, plan.session.ceiling, rows, plan.notes)
     kernel, device = kernel_and_device(target, device)
-    plan = Plan(session or Session(device), chosen, graphs, progress, launches)
+    plan = Plan(session or Session(device, in_turns=in_turns), chosen, graphs, progress, launches)
     rows = _bench_kernel(kernel, device, ops, dtypes, sizes, sweep, seed, backward, plan)
     return BenchReport(plan.session.env, plan.session.ceiling, rows, plan.notes)
 

@@ -155,7 +155,9 @@ class CudaEventTimer:
             l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or (50 << 20)
             self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device=self.device)
         self.spin_hz = self._spin_rate()
-        self.host_s = 100e-6  # host time to enqueue one sample; learned from each batch
+        # host time to enqueue one sample, learned from each batch, per function: timed in turns
+        # (measure_interleaved), torch.compile's guards take longer to enqueue than kwb's call
+        self.host_s: dict[int, float] = {}
 
     @staticmethod
     def _spin_rate() -> float | None:
@@ -177,8 +179,9 @@ class CudaEventTimer:
             batch = min(self.BATCH, n - len(out))
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(batch)]
+            host_s = self.host_s.get(id(fn), 100e-6)
             if self.spin_hz:  # twice the host time this batch should take to enqueue
-                torch.cuda._sleep(int(min(2 * self.host_s * batch, 1.0) * self.spin_hz))
+                torch.cuda._sleep(int(min(2 * host_s * batch, 1.0) * self.spin_hz))
             t0 = time.perf_counter()
             for i in range(batch):
                 if flush and self.flush_buffer is not None:
@@ -186,7 +189,7 @@ class CudaEventTimer:
                 starts[i].record()
                 fn()
                 ends[i].record()
-            self.host_s = (time.perf_counter() - t0) / batch
+            self.host_s[id(fn)] = (time.perf_counter() - t0) / batch
             torch.cuda.synchronize(self.device)
             out += [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
         return out
@@ -281,7 +284,9 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     function gets measure()'s first call, probe and warm-up; all take the sample count the
     budget gives the fastest (capped at max_samples), so every round holds one sample of each;
     wide spreads widen every function's samples together. wall_s is accepted for measure()'s
-    signature (the CPU has no host/device split)."""
+    signature. On a GPU (kwb run --in-turns) each sample is its own batch behind its own spin:
+    one after the other, the same bf16 8192 x 4096 -> 16384 product's first and last timings of
+    one run were 10% apart on the H200 (its clocks drift under load)."""
     flush = timer.flush_warmup
     wanted: dict[str, int] = {}
     for name, fn in fns.items():
