@@ -216,7 +216,7 @@ def test_a_run_stopped_before_its_end_leaves_the_last_report_as_it_was(tmp_path,
         return lambda names, device=None, on_done=None: [parallel.Loaded(n, None, KernelNotFoundError(message), 0.0)
                                                          for n in names]
 
-    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None, in_turns=None: SimpleNamespace(ceiling=1e9, seconds={}))
     monkeypatch.setattr(parallel, "load_all", failing_loads("first run's error"))
     first = runner.run(["relu_scale"], device="cpu", out=tmp_path)
     folder = first.folder
@@ -259,7 +259,7 @@ def test_kwb_version_is_the_version_reports_record_and_one_is_singular(tmp_path,
     assert res.stdout.strip() == f"kwb {kwb_version()}"  # 0.1.0+<git describe> in a checkout, as bench.csv records it
     assert [counted(n, "kernel") for n in (0, 1, 2)] == ["0 kernels", "1 kernel", "2 kernels"]
     assert counted(1, "entry", "entries") == "1 entry" and counted(3, "entry", "entries") == "3 entries"
-    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None: SimpleNamespace(ceiling=1e9, seconds={}))
+    monkeypatch.setattr(benchmark, "new_session", lambda device, env=None, in_turns=None: SimpleNamespace(ceiling=1e9, seconds={}))
     monkeypatch.setattr(parallel, "load_all", lambda names, device=None, on_done=None:
                         [parallel.Loaded(n, None, KernelNotFoundError("planted"), 0.0) for n in names])
     console = Console(record=True, width=200)
