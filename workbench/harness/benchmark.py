@@ -320,11 +320,7 @@ def _time_case(case: Case, providers: dict[str, Callable], plan: Plan, vendor: s
             plan.advance()
         rows.append(_row(case, provider, s.timer.method, stats, plan, launch=launch))
         timed[provider] = (fn, stats.median)
-    fastest = min((r["median_us"] for r in rows if r.get("median_us") is not None), default=math.inf)
-    if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
-        started = time.perf_counter()
-        rows += _graph_rows(case, timed, plan)
-        s.seconds["graphs"] += time.perf_counter() - started
+    rows += _small_case_graph_rows(case, timed, plan, graphs)
     _add_speedups(rows, vendor)
     return rows
 
@@ -393,12 +389,7 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
     for provider, st in stats.items():
         rows[provider] = _row(case, provider, s.timer.method, st, plan, launch=launch if provider == KWB else None)
     ordered = [rows[p] for p in providers if p in rows]
-    timed = {p: (providers[p], st.median) for p, st in stats.items()}
-    fastest = min((st.median * 1e6 for st in stats.values()), default=math.inf)
-    if graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US:
-        started = time.perf_counter()
-        ordered += _graph_rows(case, timed, plan)
-        s.seconds["graphs"] += time.perf_counter() - started
+    ordered += _small_case_graph_rows(case, {p: (providers[p], st.median) for p, st in stats.items()}, plan, graphs)
     _add_speedups(ordered, vendor)
     return ordered
 
@@ -423,6 +414,19 @@ def _launch_columns(case: Case, fn: Callable) -> dict:
     except Exception as e:  # noqa: BLE001 - profiler unavailable (CUPTI missing, another profiler running)
         notices.once("bench-launches", f"kwb bench: no launch columns (block, registers, occupancy): {error_text(e)}")
         return {}
+
+
+def _small_case_graph_rows(case: Case, timed: dict, plan: Plan, graphs: bool) -> list[dict]:
+    """_graph_rows where the case's fastest provider (timed: provider -> (fn, median seconds))
+    ran under timing.GRAPH_THRESHOLD_US on a GPU and graphs are wanted; else none."""
+    s = plan.session
+    fastest = min((seconds * 1e6 for _, seconds in timed.values()), default=math.inf)
+    if not (graphs and plan.graphs and s.device == devices.CUDA and fastest < timing.GRAPH_THRESHOLD_US):
+        return []
+    started = time.perf_counter()
+    rows = _graph_rows(case, timed, plan)
+    s.seconds["graphs"] += time.perf_counter() - started
+    return rows
 
 
 def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
