@@ -218,5 +218,5 @@ python benchmarks/gpu_summary.py "$facts" "$out" "$run_dir/gpu_run.json"
 cp "$run_dir/gpu_run.json" "$res/gpu_run.json"  # the newest run's figures, which docs/results.md quotes
 # this run's folder and the device folder's own files, not the earlier runs' (the device tool returns
 # files of 16 MiB at most; the whole folder had reached 14 MiB packed)
-tar -czf "$out/results.tar.gz" "$run_dir" $(find "$res" -maxdepth 1 -type f) notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
+tar -czf "$out/results.tar.gz" --exclude=runs --exclude=latest --exclude="*.svg" "$run_dir" $(find "$res" -maxdepth 1 -type f) notebooks/*.ipynb "$out"/*.txt "$out"/*.log 2>/dev/null
 ls -la "$out"

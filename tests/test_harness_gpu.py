@@ -83,11 +83,11 @@ def test_cuda_events_time_every_provider_and_small_sizes_also_get_graph_replays(
 
 
 def test_timed_in_turns_on_a_gpu_rows_keep_their_launch_columns_and_graph_replays():
-    """kwb run --in-turns on a GPU: the same rows as one after the other (CUDA events, and graph
-    replays for the small size), kwb's launch columns filled, each provider's host time learned
-    apart (torch.compile's guards take longer to enqueue than kwb's call)."""
-    session = benchmark.new_session("cuda", in_turns=True)
-    assert session.in_turns and not benchmark.new_session("cuda").in_turns
+    """kwb run on a GPU times in turns by default: the same rows as one after the other (CUDA
+    events, and graph replays for the small size), kwb's launch columns filled, each provider's
+    host time learned apart (torch.compile's guards take longer to enqueue than kwb's call)."""
+    session = benchmark.new_session("cuda")
+    assert session.in_turns and not benchmark.new_session("cuda", in_turns=False).in_turns
     report = wb.bench("relu_scale", device="cuda", ops=["relu_scale"], dtypes=["float32"], sizes=[(1 << 12,), (1 << 22,)],
                       session=session, seed=1)
     assert report.ok, report.rows

@@ -2,6 +2,7 @@
 the budget, quantiles as numpy computes them, more samples when the spread is wide."""
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -158,7 +159,22 @@ def test_functions_timed_in_turns_share_the_drift_that_one_after_the_other_hands
     assert rounds == [[1e-3, 2e-3], [2e-3, 1e-3]] * 10  # and each goes first in every other round
 
 
-def test_in_turns_every_function_takes_the_fastests_count_and_a_wide_spread_widens_all():
+class BatchingTimer(DriftingTimer):
+    """A GPU-like timer: it records how many calls each samples() request queued in one batch."""
+
+    BATCH = 32
+    turn_s = 1e-3
+
+    def __init__(self):
+        super().__init__(drift=0.0)
+        self.batches = []
+
+    def samples(self, fn, n, flush=True):
+        self.batches.append((fn(), n))
+        return super().samples(fn, n, flush)
+
+
+def test_in_turns_each_function_keeps_its_own_count_spread_evenly_and_a_wide_spread_widens_all():
     def fast():
         return 1e-4
 
@@ -167,10 +183,24 @@ def test_in_turns_every_function_takes_the_fastests_count_and_a_wide_spread_wide
 
     timer = DriftingTimer(drift=0.0)
     stats = timing.measure_interleaved({"fast": fast, "slow": slow}, timer, budget_s=0.002, min_samples=5, max_samples=50)
-    # the budget gives fast 20 samples and slow 5: both take 20, one of each a round
-    assert stats["fast"].n == stats["slow"].n == 20
-    assert timer.order[-40:] == [1e-4, 1e-2, 1e-2, 1e-4] * 10
+    # the budget gives fast 20 samples and slow 5, as measure() would: one slow sample every 4 rounds
+    assert (stats["fast"].n, stats["slow"].n) == (20, 5)
+    timed = timer.order[-25:]
+    slow_at = [i for i, cost in enumerate(timed) if cost == 1e-2]
+    assert len(slow_at) == 5 and all(3 <= b - a <= 6 for a, b in itertools.pairwise(slow_at))
     assert stats["slow"].median == pytest.approx(1e-2) and stats["fast"].median == pytest.approx(1e-4)
+
+    # a GPU timer takes a function's share of a round in one batch of up to turn_s: fast 10 calls
+    # (1 ms / 0.1 ms), slow 1; five rounds hold slow's 5 samples, so fast's 20 go 4 a round
+    gpu = BatchingTimer()
+    stats = timing.measure_interleaved({"fast": fast, "slow": slow}, gpu, budget_s=0.002, min_samples=5, max_samples=50)
+    assert (stats["fast"].n, stats["slow"].n) == (20, 5)
+    assert gpu.batches[-10:] == [(1e-4, 4), (1e-2, 1), (1e-2, 1), (1e-4, 4)] * 2 + [(1e-4, 4), (1e-2, 1)]
+
+    # a wall-clock cap (a GPU's) caps each function's count by its own host seconds a sample
+    capped = timing.measure_interleaved({"fast": fast, "slow": slow}, DriftingTimer(drift=0.0), budget_s=1.0,
+                                        min_samples=5, max_samples=50, wall_s=1e-9)
+    assert capped["fast"].n == capped["slow"].n == 5
 
     rng = random.Random(0)
 

@@ -227,9 +227,9 @@ def _for_each_kernel(names: tuple[str, ...], work) -> None:
 def _timing_options(f):
     """--sizes, --sweep, --baselines, --backward and --in-turns, shared by `kwb bench` and `kwb run`."""
     f = click.option("--in-turns/--one-after-another", default=None,
-                     help="Time kwb, eager and torch.compile in turns, one sample of each a round, so drift (a GPU's "
-                          "clocks under load, other processes) lands on all alike [default: in turns on the CPU, "
-                          "one after another on a GPU].")(f)
+                     help="Time kwb, eager and torch.compile in turns, a few samples of each a round, so drift (a "
+                          "GPU's clocks under load, other processes) lands on all alike [default: in turns]; "
+                          "--one-after-another times each provider's samples together.")(f)
     f = click.option("--baselines", default="eager,compile,vendor", show_default=True,
                      help="Baselines to time beside kwb: eager, compile, vendor (where the spec has one), or none.")(f)
     f = click.option("--sweep", is_flag=True, help="Time the spec's longer sweep of sizes.")(f)

@@ -69,8 +69,8 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         full: bool = False, in_turns: bool | None = None) -> RunResult:
     """Build, check (every case) and time the kernels. Timing covers one size and dtype per
     kernel (its spec's quick_for(device)) unless `full` (every dtype at every bench size) or
-    sizes/dtypes/sweep say otherwise. in_turns: kwb and its baselines timed in turns (default:
-    on the CPU only)."""
+    sizes/dtypes/sweep say otherwise. in_turns: kwb and its baselines timed in turns (the default),
+    or one after the other (False)."""
     from rich.console import Console
     from rich.markup import escape
 

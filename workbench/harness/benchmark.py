@@ -114,10 +114,10 @@ class Session:
     def __init__(self, device: str, env: results.Environment | None = None, ceiling: float | None = None,
                  in_turns: bool | None = None):
         self.device = device
-        # kwb, eager and torch.compile timed in turns (timing.measure_interleaved) rather than one
-        # after the other: always on the CPU, where other processes come and go; on a GPU when
-        # asked for (kwb run --in-turns), where the clocks drift under load
-        self.in_turns = device == devices.CPU if in_turns is None else bool(in_turns)
+        # kwb, eager and torch.compile timed in turns (timing.measure_interleaved) unless asked
+        # one after the other: on the CPU other processes come and go; on the H200 the clocks drift
+        # under load, and two `kwb run --full` one after the other put rows 4% apart, in turns 0.5%
+        self.in_turns = True if in_turns is None else bool(in_turns)
         self.timer = timing.timer_for(device)
         self.env = env or results.environment(device)
         self.ceiling = ceiling or timing.copy_ceiling(device, self.timer)
@@ -590,8 +590,8 @@ def bench(target, reference: Callable | None = None, *, inputs=None, device=None
     graphs: also time CUDA-graph replays for sizes under ~10 us.
     launches: on a GPU, profile one call of each kwb row (not timed; its seconds are their own
         line in kwb run's account) for its launch columns: kernel, block, registers, occupancy.
-    in_turns: time kwb and its baselines in turns, one sample of each a round, rather than one
-        after the other (default: on the CPU only; a given session keeps its own).
+    in_turns: time kwb and its baselines in turns, a few samples of each a round (the default;
+        False: one after the other; a given session keeps its own).
     backward: also time each op that has gradients as a training step, forward then backward
         of a random output gradient, beside eager and torch.compile doing the same (rows whose
         op is "<op> fwd+bwd"; the step's outputs and gradients are validated first).

@@ -147,6 +147,9 @@ class CudaEventTimer:
     method = "cuda_events"
     flush_warmup = True  # an L2 flush is a few us: the probe sees what the samples see
     BATCH = 32  # samples queued behind one hold; ~5 launches each stays far under the queue depth
+    # in turns (measure_interleaved), each function's share of a round: up to this much GPU time
+    # in one batch; the clocks drift over seconds, so 2 ms turns still share it
+    turn_s = 2e-3
 
     def __init__(self, device=None, flush: bool = True):
         self.device = torch.device(device or "cuda")
@@ -277,44 +280,64 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
                         min_samples: int = MIN_SAMPLES, max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S,
                         wall_s: float | None = None) -> dict[str, Stats]:
     """Time several functions that compute the same thing (kwb, eager, torch.compile) in turns,
-    one sample of each a round, so whatever drifts on a shared machine while they are timed
-    (other processes, clocks, the allocator's state) lands on all of them alike. One after the
-    other, two runs of one `kwb run vector_add --device cpu --full` on the 2-core CPU put kwb's
-    2^22 fp32 forward at 0.84x and 0.92x eager where calls in turns gave 0.97-1.04x. Each
-    function gets measure()'s first call, probe and warm-up; all take the sample count the
-    budget gives the fastest (capped at max_samples), so every round holds one sample of each;
-    wide spreads widen every function's samples together. wall_s is accepted for measure()'s
-    signature. On a GPU (kwb run --in-turns) each sample is its own batch behind its own spin:
-    one after the other, the same bf16 8192 x 4096 -> 16384 product's first and last timings of
-    one run were 10% apart on the H200 (its clocks drift under load)."""
+    so whatever drifts on a shared machine while they are timed (other processes, clocks, the
+    allocator's state) lands on all of them alike. One after the other, two runs of one
+    `kwb run vector_add --device cpu --full` on the 2-core CPU put kwb's 2^22 fp32 forward at
+    0.84x and 0.92x eager where calls in turns gave 0.97-1.04x; on the H200 the same bf16
+    8192 x 4096 -> 16384 product's first and last timings of one run were 10% apart (its clocks
+    drift under load), and two full runs in turns agreed to 0.5% where one after the other they
+    were 4% apart.
+
+    Each function gets measure()'s first call, probe, warm-up and sample count (its budget, and
+    on a GPU its wall-clock cap); each one's samples are spread evenly over the rounds, its
+    share of a round taken in one go. A turn is one call where the timer's turn_s is 0 (the
+    CPU), and up to turn_s of calls on a GPU, one batch behind one spin: with one call a turn,
+    the samples of `kwb run --full` took 434 s, where the whole run one after the other, 32
+    calls a batch, took 208 s. A wide spread widens every function's samples together."""
     flush = timer.flush_warmup
+    turn_s = getattr(timer, "turn_s", 0.0)
     wanted: dict[str, int] = {}
+    per_turn: dict[str, int] = {}
+    wall_per_sample: dict[str, float] = {}
     for name, fn in fns.items():
         timer.samples(fn, 1, flush)
+        started = time.perf_counter()
         estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
+        wall_per_sample[name] = (time.perf_counter() - started) / PROBE_CALLS
         warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
         if warm:
             timer.samples(fn, warm, flush)
-        wanted[name] = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
+        n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
+        if wall_s is not None:
+            n = max(min(n, int(wall_s / max(wall_per_sample[name], 1e-9))), min_samples)
+        wanted[name] = n
+        per_turn[name] = max(1, min(getattr(timer, "BATCH", 1), int(turn_s / max(estimate, 1e-7))))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     share = CpuShare()
-
     names = list(fns)
 
-    def take(rounds: int) -> None:
-        # each round starts one function later: every function takes every place in the order
-        # alike (what ran just before a call, and the allocator's state it left, is shared too)
+    def take(counts: dict[str, int]) -> None:
+        # the counts spread evenly over as few rounds as the per-turn shares allow; each round
+        # starts one function later, so every function takes every place in the order alike
+        # (what ran just before a call, and the allocator's state it left, is shared too)
+        rounds = max((-(-counts[n] // per_turn[n]) for n in names), default=0)
         for r in range(rounds):
             for i in range(len(names)):
                 name = names[(r + i) % len(names)]
-                samples[name] += timer.samples(fns[name], 1)
+                k = (r + 1) * counts[name] // rounds - r * counts[name] // rounds
+                if k:
+                    samples[name] += timer.samples(fns[name], k)
 
-    taken = max(wanted.values(), default=0)
-    take(taken)
-    while taken < max_samples and any(summarize(s, timer.method).spread > SPREAD_WIDE for s in samples.values()):
-        more = min(taken, max_samples - taken)
+    take(wanted)
+    started = time.perf_counter()
+    while any(summarize(s, timer.method).spread > SPREAD_WIDE for s in samples.values()):
+        more = {name: min(len(samples[name]), max_samples - len(samples[name])) for name in names}
+        if wall_s is not None:  # widening stops at WIDEN_WALL times the wall budget, as in measure()
+            left = WIDEN_WALL * wall_s * len(names) - (time.perf_counter() - started)
+            more = {name: min(m, int(left / len(names) / max(wall_per_sample[name], 1e-9))) for name, m in more.items()}
+        if max(more.values(), default=0) < min_samples:
+            break
         take(more)
-        taken += more
     others = share.others()
     return {name: summarize(s, timer.method, others) for name, s in samples.items()}
 
