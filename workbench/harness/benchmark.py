@@ -116,7 +116,8 @@ class Session:
         self.device = device
         # kwb, eager and torch.compile timed in turns (timing.measure_interleaved) unless asked
         # one after the other: on the CPU other processes come and go; on the H200 the clocks drift
-        # under load, and two `kwb run --full` one after the other put rows 4% apart, in turns 0.5%
+        # under load: of two `kwb run --full` one after the other, 1 row in 10 differed by 2.9-4.7%
+        # (up to 10%), in turns by 1.3% (176 rows)
         self.in_turns = True if in_turns is None else bool(in_turns)
         self.timer = timing.timer_for(device)
         self.env = env or results.environment(device)
