@@ -13,7 +13,8 @@ torch.compile (`kwb run --full` at 61b0c02, H100):
       summed again.
 
     python benchmarks/bias_gelu_variants.py [--out DIR] [--shapes 256x4096,8192x8192]
-        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2] [--backward 0,1,2,3,4,5]
+        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4] [--backward 0,1,2,3,4,5]
+        [--in-turns S]
 
 forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a thread over the
            flat index, as kwb_elementwise.cuh's (relu_scale at 98% of the ceiling), the bias
@@ -21,6 +22,10 @@ forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a th
 forward 1: rows x columns tiling: a block owns 256 column vectors and a run of rows
            (kForwardWaves = 4 grids' worth of blocks), up to 4 rows' loads in flight a thread
 forward 2: forward 0 with 2 vectors a thread (i and i + 256 in a block's 512), both loads first
+forward 3: 2 vectors a thread in 128-thread blocks (Inductor's block and share), loads first
+forward 4: 4 vectors a thread in 256-thread blocks, loads first
+--in-turns S: then the forward variants, eager and torch.compile timed again in turns (S seconds
+           of samples each), so the GPU's drifting clocks land on all alike
 backward 0: the shipped kernel (k.bias_gelu_backward)
 backward 1-5: the shipped backward kernel (kwb_gelu_backward.cuh) under other tilings, (threads a block, rows a block):
            1 = (64, 8), 2 = (128, 4), 3 = (64, 4), 4 = (128, 8), 5 = (256, 1); the partial sums are
@@ -45,6 +50,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from in_turns import time_in_turns
 
 import workbench as wb
 
@@ -83,25 +89,26 @@ __global__ void __launch_bounds__(256) tiled_forward(const T* __restrict__ x, co
   }
 }
 
-// Forward 2: two vectors a thread, i and i + 256 of the block's 512.
-template <typename T, int kVec, bool kTanh>
-__global__ void __launch_bounds__(256) flat_forward2(const T* __restrict__ x, const T* __restrict__ bias,
-                                                     T* __restrict__ y, uint32_t n_vec, kwb::Divider32 col_vecs) {
+// Forwards 2-4: kPer vectors a thread, i, i + kThreads, ... of the block's kThreads x kPer, all
+// loads first (2: 256 x 2; 3: 128 x 2, Inductor's block and share; 4: 256 x 4).
+template <typename T, int kVec, bool kTanh, int kThreads, int kPer>
+__global__ void __launch_bounds__(kThreads) flat_forward_n(const T* __restrict__ x, const T* __restrict__ bias,
+                                                           T* __restrict__ y, uint32_t n_vec, kwb::Divider32 col_vecs) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
-  const uint32_t first = blockIdx.x * 512u + threadIdx.x;
-  V in[2], b[2];
+  const uint32_t first = blockIdx.x * uint32_t(kThreads * kPer) + threadIdx.x;
+  V in[kPer], b[kPer];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const uint32_t i = first + u * 256u;
+  for (int u = 0; u < kPer; ++u) {
+    const uint32_t i = first + u * uint32_t(kThreads);
     if (i < n_vec) {
       in[u] = reinterpret_cast<const V*>(x)[i];
       b[u] = reinterpret_cast<const V*>(bias)[col_vecs.mod(i)];
     }
   }
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const uint32_t i = first + u * 256u;
+  for (int u = 0; u < kPer; ++u) {
+    const uint32_t i = first + u * uint32_t(kThreads);
     if (i < n_vec) {
       V out;
 #pragma unroll
@@ -126,9 +133,12 @@ const char* forward(const void* x, const void* bias, void* y, int64_t rows, int6
   }
   const int64_t n_vec = rows * cols / kVec;
   if (n_vec >= (int64_t(1) << 31)) return "does not apply: over 2^31 vectors";
-  const unsigned blocks = static_cast<unsigned>((n_vec + 511) / 512);
-  flat_forward2<T, kVec, kTanh><<<blocks, 256, 0, stream>>>(xp, bp, yp, static_cast<uint32_t>(n_vec),
-                                                             kwb::Divider32(static_cast<uint32_t>(cols / kVec)));
+  const auto n = static_cast<uint32_t>(n_vec);
+  const kwb::Divider32 col_vecs(static_cast<uint32_t>(cols / kVec));
+  const auto blocks = [n_vec](int per_block) { return static_cast<unsigned>((n_vec + per_block - 1) / per_block); };
+  if (variant == 2) flat_forward_n<T, kVec, kTanh, 256, 2><<<blocks(512), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
+  else if (variant == 3) flat_forward_n<T, kVec, kTanh, 128, 2><<<blocks(256), 128, 0, stream>>>(xp, bp, yp, n, col_vecs);
+  else flat_forward_n<T, kVec, kTanh, 256, 4><<<blocks(1024), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
   return kwb::last_launch_error();
 }
 
@@ -200,7 +210,7 @@ static void check_inputs(const char* op, const at::Tensor& x, const at::Tensor& 
 
 at::Tensor forward_variant(const at::Tensor& x, const at::Tensor& bias, bool tanh, int64_t variant) {
   check_inputs("forward_variant", x, bias);
-  TORCH_CHECK(variant == 1 || variant == 2, "forward_variant: variant 1 or 2");
+  TORCH_CHECK(variant >= 1 && variant <= 4, "forward_variant: variant 1 to 4");
   at::Tensor y = at::empty_like(x);
   KWB_CHECK_LAUNCH("forward_variant", bgv_forward(x.const_data_ptr(), bias.const_data_ptr(), y.mutable_data_ptr(),
                                                   x.size(0), x.size(1), x.scalar_type() == at::kBFloat16, tanh,
@@ -229,7 +239,7 @@ std::vector<at::Tensor> backward_variant(const at::Tensor& grad, const at::Tenso
 """
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-FORWARD = (0, 1, 2)
+FORWARD = (0, 1, 2, 3, 4)
 BACKWARD = (0, 1, 2, 3, 4, 5)
 
 
@@ -256,6 +266,8 @@ def main() -> None:
     parser.add_argument("--forms", default="tanh,none", help="GELU's approximate: tanh, none (erf)")
     parser.add_argument("--forward", default=",".join(map(str, FORWARD)), help="forward variants ('' for none)")
     parser.add_argument("--backward", default=",".join(map(str, BACKWARD)), help="backward variants ('' for none)")
+    parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
+                        help="also time the forward variants, eager and torch.compile in turns, S seconds of samples each")
     args = parser.parse_args()
     shipped = wb.load("bias_gelu")
     k = wb.load_inline("bias_gelu_variants", cuda=CUDA, cpp=CPP, functions=["forward_variant", "backward_variant"],
@@ -271,6 +283,7 @@ def main() -> None:
             for form in (f for f in args.forms.split(",") if f):
                 want = reference(x.float(), bias.float(), form)
                 want_gx, want_gb = reference_backward(grad.float(), x.float(), bias.float(), form)
+                forwards = {}
                 for v in (int(s) for s in args.forward.split(",") if s):
                     fn = (lambda a, b, f: shipped.bias_gelu(a, b, f)) if v == 0 else \
                          (lambda a, b, f, v=v: k.forward_variant(a, b, f == "tanh", v))
@@ -279,6 +292,13 @@ def main() -> None:
                                       label=f"fwd variant {v}", baselines="eager,compile" if v == 0 else "none",
                                       bytes_moved=2 * x.numel() * x.element_size())
                     show(report, shape, form, f"fwd v{v}", args.out)
+                    forwards[f"v{v}"] = fn
+                if args.in_turns and forwards:
+                    forwards["eager"] = reference
+                    forwards["torch.compile"] = torch.compile(reference, fullgraph=True, dynamic=False)
+                    forwards["torch.compile"](x, bias, form)
+                    time_in_turns(forwards, (x, bias, form), args.in_turns, f"{shape} {form} {str(dtype).removeprefix('torch.')}",
+                                  nbytes=2 * x.numel() * x.element_size())
                 for v in (int(s) for s in args.backward.split(",") if s):
                     fn = (lambda g, a, b, f: tuple(shipped.bias_gelu_backward(g, a, b, f))) if v == 0 else \
                          (lambda g, a, b, f, v=v: tuple(k.backward_variant(g, a, b, f == "tanh", v)))

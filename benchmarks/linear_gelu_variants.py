@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from in_turns import time_in_turns
 
 import workbench as wb
 
@@ -157,22 +158,7 @@ def sm90a(args) -> None:
             if args.in_turns and "shipped_again" in variants:
                 del variants["shipped_again"]
                 variants.update({"eager": spec.reference, "torch.compile": torch.compile(spec.reference, fullgraph=True, dynamic=False)})
-                time_in_turns(variants, args_, spec.flops(size, dtype), args.in_turns)
-
-
-def time_in_turns(variants, inputs, flops, seconds) -> None:
-    """Every variant (validated already, by time_one) timed in turns, one sample of each a round,
-    so a drift of the GPU's clocks lands on all alike: one after the other, the shipped op's
-    first and last timings of one run were 1663.6 and 1820.2 us."""
-    from workbench.harness import timing
-
-    fns = {name: (lambda fn=fn: fn(*inputs)) for name, fn in variants.items()}
-    with torch.no_grad():
-        stats = timing.measure_interleaved(fns, timing.timer_for("cuda"), budget_s=seconds)
-    print(f"in turns ({next(iter(stats.values())).n} rounds):")
-    for name, st in sorted(stats.items(), key=lambda kv: kv[1].median):
-        print(f"  {name:>18} {st.median * 1e6:8.1f} us (p20 {st.p20 * 1e6:.1f}, p80 {st.p80 * 1e6:.1f}) "
-              f"{flops / st.median / 1e12:6.1f} TFLOP/s")
+                time_in_turns(variants, args_, args.in_turns, f"{approximate} {dtype} {size}", flops=spec.flops(size, dtype))
 
 
 if __name__ == "__main__":
