@@ -24,8 +24,8 @@ forward 1: rows x columns tiling: a block owns 256 column vectors and a run of r
 forward 2: forward 0 with 2 vectors a thread (i and i + 256 in a block's 512), both loads first
 forward 3: 2 vectors a thread in 128-thread blocks (Inductor's block and share), loads first
 forward 4: 4 vectors a thread in 256-thread blocks, loads first
---in-turns S: then the forward variants, eager and torch.compile timed again in turns (S seconds
-           of samples each), so the GPU's drifting clocks land on all alike
+--in-turns S: then the forward variants, eager and torch.compile timed again in turns (about S
+           seconds of samples each, 1000 at most), so the GPU's drifting clocks land on all alike
 backward 0: the shipped kernel (k.bias_gelu_backward)
 backward 1-5: the shipped backward kernel (kwb_gelu_backward.cuh) under other tilings, (threads a block, rows a block):
            1 = (64, 8), 2 = (128, 4), 3 = (64, 4), 4 = (128, 8), 5 = (256, 1); the partial sums are
@@ -267,7 +267,7 @@ def main() -> None:
     parser.add_argument("--forward", default=",".join(map(str, FORWARD)), help="forward variants ('' for none)")
     parser.add_argument("--backward", default=",".join(map(str, BACKWARD)), help="backward variants ('' for none)")
     parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
-                        help="also time the forward variants, eager and torch.compile in turns, S seconds of samples each")
+                        help="also time the forward variants, eager and torch.compile in turns, about S seconds of samples each (1000 at most)")
     args = parser.parse_args()
     shipped = wb.load("bias_gelu")
     k = wb.load_inline("bias_gelu_variants", cuda=CUDA, cpp=CPP, functions=["forward_variant", "backward_variant"],

@@ -1,5 +1,5 @@
-"""The variant scripts' timing in turns: every variant (checked already) timed one batch of each a
-round (timing.measure_interleaved), so a drift of the GPU's clocks lands on all alike. One after
+"""The variant scripts' timing in turns: every variant (checked already) timed a batch at a time,
+the variants in turn (timing.measure_interleaved), so a drift of the GPU's clocks lands on all alike. One after
 the other, linear_gelu's shipped op's first and last timings of one variants run were 1663.6 and
 1820.2 us (H200)."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import torch
 
 def time_in_turns(variants: dict[str, Callable], inputs: tuple, seconds: float, case: str,
                   flops: float | None = None, nbytes: float | None = None) -> dict:
-    """Times each variant on inputs in turns, seconds of samples each, prints them fastest first
+    """Times each variant on inputs in turns, about `seconds` of samples each (1000 samples at
+    most, timing.MAX_SAMPLES), prints them fastest first
     (with TFLOP/s or GB/s where flops or nbytes is given) and returns name -> timing.Stats."""
     from workbench.harness import timing
 

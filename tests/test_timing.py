@@ -188,6 +188,8 @@ def test_in_turns_each_function_keeps_its_own_count_spread_evenly_and_a_wide_spr
     timed = timer.order[-25:]
     slow_at = [i for i, cost in enumerate(timed) if cost == 1e-2]
     assert len(slow_at) == 5 and all(3 <= b - a <= 6 for a, b in itertools.pairwise(slow_at))
+    # where both run in a round they take turns going first, though slow runs every 4th round only
+    assert {b - a for a, b in itertools.pairwise(slow_at)} == {4, 6}
     assert stats["slow"].median == pytest.approx(1e-2) and stats["fast"].median == pytest.approx(1e-4)
 
     # a GPU timer takes a function's share of a round in one batch of up to turn_s: fast 10 calls
@@ -213,3 +215,7 @@ def test_in_turns_each_function_keeps_its_own_count_spread_evenly_and_a_wide_spr
     wide = timing.measure_interleaved({"noisy": noisy, "steady": steady}, DriftingTimer(drift=0.0), budget_s=0.01,
                                       min_samples=5, max_samples=40)
     assert wide["noisy"].n == wide["steady"].n == 40  # the noisy one's spread widened both, to the cap
+    # without a wall-clock cap (the CPU), widening reaches the cap even by fewer than min_samples more
+    cpu = timing.measure_interleaved({"noisy": noisy, "steady": steady}, DriftingTimer(drift=0.0), budget_s=0.005,
+                                     min_samples=5, max_samples=8)
+    assert cpu["noisy"].n == cpu["steady"].n == 8

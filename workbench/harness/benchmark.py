@@ -348,7 +348,7 @@ def _rejected(case: Case, provider: str, fn: Callable, plan: Plan, refs: list, w
 
 def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs: list, wants: list,
                    vendor: str | None, graphs: bool = True) -> list[dict]:
-    """_time_case in turns (the CPU; a GPU session with in_turns): each provider validated
+    """_time_case in turns (a session's default): each provider validated
     (torch.compile's compile included), then all of them timed in turns
     (timing.measure_interleaved), so the machine's drift lands on kwb, eager and torch.compile
     alike; a row each, in the providers' order, and on a GPU kwb's launch columns and the

@@ -316,26 +316,33 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     share = CpuShare()
     names = list(fns)
 
+    turns = 0  # rounds that held two functions or more: the order rotates by one each
+
     def take(counts: dict[str, int]) -> None:
-        # the counts spread evenly over as few rounds as the per-turn shares allow; each round
-        # starts one function later, so every function takes every place in the order alike
-        # (what ran just before a call, and the allocator's state it left, is shared too)
+        # the counts spread evenly over as few rounds as the per-turn shares allow; the functions
+        # a round holds start one later than in the last such round, so every function takes
+        # every place in the order alike (what ran just before a call, and the allocator's state
+        # it left, is shared too), also where their counts differ
+        nonlocal turns
         rounds = max((-(-counts[n] // per_turn[n]) for n in names), default=0)
         for r in range(rounds):
-            for i in range(len(names)):
-                name = names[(r + i) % len(names)]
-                k = (r + 1) * counts[name] // rounds - r * counts[name] // rounds
-                if k:
-                    samples[name] += timer.samples(fns[name], k)
+            shares = {n: (r + 1) * counts[n] // rounds - r * counts[n] // rounds for n in names}
+            held = [n for n in names if shares[n]]
+            for i in range(len(held)):
+                name = held[(turns + i) % len(held)]
+                samples[name] += timer.samples(fns[name], shares[name])
+            turns += len(held) > 1
 
-    take(wanted)
     started = time.perf_counter()
+    take(wanted)
     while any(summarize(s, timer.method).spread > SPREAD_WIDE for s in samples.values()):
         more = {name: min(len(samples[name]), max_samples - len(samples[name])) for name in names}
-        if wall_s is not None:  # widening stops at WIDEN_WALL times the wall budget, as in measure()
+        if wall_s is not None:  # all the samples stop at WIDEN_WALL times the wall budget, as in measure()
             left = WIDEN_WALL * wall_s * len(names) - (time.perf_counter() - started)
             more = {name: min(m, int(left / len(names) / max(wall_per_sample[name], 1e-9))) for name, m in more.items()}
-        if max(more.values(), default=0) < min_samples:
+            if max(more.values(), default=0) < min_samples:
+                break
+        if not any(more.values()):
             break
         take(more)
     others = share.others()
