@@ -238,17 +238,13 @@ def timer_for(device: str) -> Timer:
     return CudaEventTimer() if device == "cuda" else CpuTimer()
 
 
-def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, min_samples: int = MIN_SAMPLES,
-            max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0,
-            wall_s: float | None = None) -> Stats:
-    """Time fn with timer; per_call divides every sample (a graph replay of k calls: k).
-
-    budget_s counts the samples' own seconds. wall_s, where given, caps the host's seconds
-    for the kept samples (WIDEN_WALL times it with widening): a sample of a 70 us kernel
-    costs ~3x its host time in wall time (the spin that hides the host), so a budget in
-    sample time alone spent `kwb run` 73 s of wall on 21 s of samples (H200, 73 rows)."""
+def _prepare(fn: Callable[[], object], timer: Timer, budget_s: float, min_samples: int, max_samples: int,
+             warmup_s: float, wall_s: float | None) -> tuple[int, float, float]:
+    """fn's first call (compilation, allocator growth: discarded), a probe and warm-up calls;
+    returns the sample count its budget gives (capped by wall_s, where given), its seconds a
+    call and the host's wall seconds a sample."""
     flush = timer.flush_warmup
-    timer.samples(fn, 1, flush)  # the first call: compilation, allocator growth; discarded
+    timer.samples(fn, 1, flush)
     started = time.perf_counter()
     estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
     wall_per_sample = (time.perf_counter() - started) / PROBE_CALLS
@@ -258,6 +254,19 @@ def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, 
     n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
     if wall_s is not None:
         n = max(min(n, int(wall_s / max(wall_per_sample, 1e-9))), min_samples)
+    return n, estimate, wall_per_sample
+
+
+def measure(fn: Callable[[], object], timer: Timer, budget_s: float = BUDGET_S, min_samples: int = MIN_SAMPLES,
+            max_samples: int = MAX_SAMPLES, warmup_s: float = WARMUP_S, per_call: float = 1.0,
+            wall_s: float | None = None) -> Stats:
+    """Time fn with timer; per_call divides every sample (a graph replay of k calls: k).
+
+    budget_s counts the samples' own seconds. wall_s, where given, caps the host's seconds
+    for the kept samples (WIDEN_WALL times it with widening): a sample of a 70 us kernel
+    costs ~3x its host time in wall time (the spin that hides the host), so a budget in
+    sample time alone spent `kwb run` 73 s of wall on 21 s of samples (H200, 73 rows)."""
+    n, _, wall_per_sample = _prepare(fn, timer, budget_s, min_samples, max_samples, warmup_s, wall_s)
     started = time.perf_counter()
     share = CpuShare()
     samples = timer.samples(fn, n)
@@ -294,23 +303,13 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     CPU), and up to turn_s of calls on a GPU, one batch behind one spin: with one call a turn,
     the samples of `kwb run --full` took 434 s, where the whole run one after the other, 32
     calls a batch, took 208 s. A wide spread widens every function's samples together."""
-    flush = timer.flush_warmup
     turn_s = getattr(timer, "turn_s", 0.0)
     wanted: dict[str, int] = {}
     per_turn: dict[str, int] = {}
     wall_per_sample: dict[str, float] = {}
     for name, fn in fns.items():
-        timer.samples(fn, 1, flush)
-        started = time.perf_counter()
-        estimate = sorted(timer.samples(fn, PROBE_CALLS, flush))[PROBE_CALLS // 2]
-        wall_per_sample[name] = (time.perf_counter() - started) / PROBE_CALLS
-        warm = min(MAX_WARMUP_CALLS, int(warmup_s / max(estimate, 1e-7)))
-        if warm:
-            timer.samples(fn, warm, flush)
-        n = int(min(max_samples, max(min_samples, budget_s / max(estimate, 1e-7))))
-        if wall_s is not None:
-            n = max(min(n, int(wall_s / max(wall_per_sample[name], 1e-9))), min_samples)
-        wanted[name] = n
+        wanted[name], estimate, wall_per_sample[name] = _prepare(fn, timer, budget_s, min_samples, max_samples,
+                                                                 warmup_s, wall_s)
         per_turn[name] = max(1, min(getattr(timer, "BATCH", 1), int(turn_s / max(estimate, 1e-7))))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     share = CpuShare()
