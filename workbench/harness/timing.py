@@ -17,7 +17,8 @@ one CUDA graph (over enough copies of the inputs that the L2 cannot hold them) a
 are timed instead (method "cuda_graph").
 
 A Timer is anything with `method` and `samples(fn, n) -> [seconds]`, so the statistics can be
-tested with a synthetic one.
+tested with a synthetic one; a timer that queues calls in batches (CudaEventTimer) also says
+`BATCH` and `turn_s`, the calls measure_interleaved() may take of one function in one turn.
 """
 from __future__ import annotations
 
