@@ -88,26 +88,28 @@ __global__ void __launch_bounds__(256) forward_kernel(LltmForwardParams p, kwb::
   }
 }
 
-// Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell.
+// Lane r's end of forward_small_kernel: the bias, the rounded gates, the cell, from the bias and
+// old_cell values it read before the product.
 template <typename T, typename A>
-__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int64_t b, int64_t j, A zi, A zo, A zg) {
-  const int64_t S = p.state;
-  const T* bias = static_cast<const T*>(p.bias);
-  const T ti = kwb::from_acc<T>(zi + kwb::to_acc<A>(bias[j]));
-  const T to = kwb::from_acc<T>(zo + kwb::to_acc<A>(bias[S + j]));
-  const T tg = kwb::from_acc<T>(zg + kwb::to_acc<A>(bias[2 * S + j]));
-  T* gates = static_cast<T*>(p.gates) + b * 3 * S + j;
+__device__ __forceinline__ void finish_row(const LltmSmallForwardParams& p, int b, int j, A zi, A zo, A zg,
+                                           const T (&bias)[3], T old_cell) {
+  const int S = static_cast<int>(p.state);
+  const T ti = kwb::from_acc<T>(zi + kwb::to_acc<A>(bias[0]));
+  const T to = kwb::from_acc<T>(zo + kwb::to_acc<A>(bias[1]));
+  const T tg = kwb::from_acc<T>(zg + kwb::to_acc<A>(bias[2]));
+  T* gates = static_cast<T*>(p.gates) + static_cast<int64_t>(b) * 3 * S + j;
   gates[0] = ti;
   gates[S] = to;
   gates[2 * S] = tg;
   const CellOut<A> out = cell_forward<kwb::kHalfType<T>>(kwb::to_acc<A>(ti), kwb::to_acc<A>(to), kwb::to_acc<A>(tg),
-                                      kwb::to_acc<A>(static_cast<const T*>(p.old_cell)[b * S + j]));
-  static_cast<T*>(p.new_cell)[b * S + j] = kwb::from_acc<T>(out.cell);
-  static_cast<T*>(p.new_h)[b * S + j] = kwb::from_acc<T>(out.h);
+                                                         kwb::to_acc<A>(old_cell));
+  static_cast<T*>(p.new_cell)[static_cast<int64_t>(b) * S + j] = kwb::from_acc<T>(out.cell);
+  static_cast<T*>(p.new_h)[static_cast<int64_t>(b) * S + j] = kwb::from_acc<T>(out.h);
 }
 
 constexpr int kSmallThreads = 128;
-constexpr int kRows = 4;  // batch rows a forward warp sums: a unit's batch is split over warps
+constexpr int kRows = 4;    // batch rows a forward warp sums: a unit's batch is split over warps
+constexpr int kChunk = 8;   // of W's and X's columns a lane loads before it multiplies: K <= 256 in one trip
 
 // Small batches: the product, the bias and the cell in one launch. A warp takes a unit j and
 // kRows rows of the batch from b0 (ceil(batch / kRows) consecutive warps a unit: at batches 1-8
@@ -116,9 +118,12 @@ constexpr int kRows = 4;  // batch rows a forward warp sums: a unit's batch is s
 // row, no cat); the warp sums the 3 x kRows partial dots, and lane r adds the bias, rounds the
 // gates to T (as addmm's output was) and finishes row b0 + r's cell. X goes out for backward
 // from the whole grid.
-// Accumulation is fp32 for half types (as cuBLAS's). Work per warp is what decides the time at
-// these sizes: ncu at 16 / 32 / 128 found one warp a unit (16 rows each) issuing ~2000
-// instructions, one warp a scheduler on 32 SMs, 8 us (kernels/lltm/NOTES.md).
+// The work is a few trips to memory, not arithmetic: every load is issued before the first store
+// and before any arithmetic waits on it (X's copy, W and X in chunks of kChunk columns a lane, the
+// bias and old_cell), so at the tutorial's 16 / 32 / 128 a warp waits on memory once. With the
+// copy first, the product loop 4 columns at a time and the bias and old_cell read after the sums
+// it waited 4 times: 5.9 us a call in CUDA graphs against torch.compile's 6.5 (kernels/lltm/NOTES.md).
+// Accumulation is fp32 for half types (as cuBLAS's).
 template <typename T>
 __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallForwardParams p) {
   using A = kwb::acc_t<T>;
@@ -126,49 +131,74 @@ __global__ void __launch_bounds__(kSmallThreads) forward_small_kernel(LltmSmallF
   const int B = static_cast<int>(p.batch), F = static_cast<int>(p.features), S = static_cast<int>(p.state), K = S + F;
   const T* in = static_cast<const T*>(p.input);
   const T* h = static_cast<const T*>(p.old_h);
-  T* X = static_cast<T*>(p.X);
   const int thread = blockIdx.x * kSmallThreads + threadIdx.x, threads = gridDim.x * kSmallThreads;
-  for (int e = thread; e < B * K; e += threads) {
+  const T zero = kwb::from_acc<T>(A(0));
+  auto x_at = [&](int e) {
     const int b = e / K, k = e - b * K;
-    X[e] = k < S ? h[b * S + k] : in[b * F + (k - S)];
-  }
+    return k < S ? h[b * S + k] : in[b * F + (k - S)];
+  };
+  // this thread's first element of X, stored last
+  const T x_first = thread < B * K ? x_at(thread) : zero;
+
   const int groups = (B + kRows - 1) / kRows, warp = thread / 32, lane = threadIdx.x % 32;
-  if (warp >= S * groups) return;
-  const int j = warp / groups, b0 = (warp - j * groups) * kRows;
-  const T* wi = static_cast<const T*>(p.weights) + static_cast<int64_t>(j) * K;
-  const T* wo = wi + static_cast<int64_t>(S) * K;
-  const T* wg = wo + static_cast<int64_t>(S) * K;
-  A ai[kRows], ao[kRows], ag[kRows];
+  if (warp < S * groups) {  // warp-uniform: the shuffles below see whole warps
+    const int j = warp / groups, b0 = (warp - j * groups) * kRows;
+    const bool owns_row = lane < kRows && b0 + lane < B;
+    T bias[3] = {zero, zero, zero}, old_cell = zero;
+    if (owns_row) {
+      const T* bias_p = static_cast<const T*>(p.bias);
+      bias[0] = bias_p[j], bias[1] = bias_p[S + j], bias[2] = bias_p[2 * S + j];
+      old_cell = static_cast<const T*>(p.old_cell)[(b0 + lane) * S + j];
+    }
+    const T* wi = static_cast<const T*>(p.weights) + static_cast<int64_t>(j) * K;
+    const T* wo = wi + static_cast<int64_t>(S) * K;
+    const T* wg = wo + static_cast<int64_t>(S) * K;
+    A ai[kRows], ao[kRows], ag[kRows];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
-#pragma unroll 4
-  for (int k = lane; k < K; k += 32) {
-    const A w0 = kwb::to_acc<A>(wi[k]), w1 = kwb::to_acc<A>(wo[k]), w2 = kwb::to_acc<A>(wg[k]);
-    const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
-    const int stride = k < S ? S : F;
+    for (int r = 0; r < kRows; ++r) ai[r] = ao[r] = ag[r] = A(0);
+    for (int k0 = 0; k0 < K; k0 += 32 * kChunk) {
+      T w[3][kChunk], x[kRows][kChunk];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (b0 + r < B) {
-        const A x = kwb::to_acc<A>(col[r * stride]);
-        ai[r] += w0 * x;
-        ao[r] += w1 * x;
-        ag[r] += w2 * x;
+      for (int c = 0; c < kChunk; ++c) {
+        const int k = k0 + 32 * c + lane;
+        const bool in_row = k < K;
+        w[0][c] = in_row ? wi[k] : zero;
+        w[1][c] = in_row ? wo[k] : zero;
+        w[2][c] = in_row ? wg[k] : zero;
+        const T* col = k < S ? h + b0 * S + k : in + b0 * F + (k - S);
+        const int stride = k < S ? S : F;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) x[r][c] = in_row && b0 + r < B ? col[r * stride] : zero;
+      }
+#pragma unroll
+      for (int c = 0; c < kChunk; ++c) {
+        const A w0 = kwb::to_acc<A>(w[0][c]), w1 = kwb::to_acc<A>(w[1][c]), w2 = kwb::to_acc<A>(w[2][c]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const A xv = kwb::to_acc<A>(x[r][c]);
+          ai[r] += w0 * xv;
+          ao[r] += w1 * xv;
+          ag[r] += w2 * xv;
+        }
       }
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
+        ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
+        ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
+      }
+    A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
+    if (owns_row) finish_row<T>(p, b0 + lane, j, zi, zo, zg, bias, old_cell);
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      ai[r] += __shfl_xor_sync(0xffffffffu, ai[r], o);
-      ao[r] += __shfl_xor_sync(0xffffffffu, ao[r], o);
-      ag[r] += __shfl_xor_sync(0xffffffffu, ag[r], o);
-    }
-  A zi = A(0), zo = A(0), zg = A(0);  // lane r's row, picked without indexing registers by lane
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-    if (lane == r) zi = ai[r], zo = ao[r], zg = ag[r];
-  if (lane < kRows && b0 + lane < B) finish_row<T>(p, b0 + lane, j, zi, zo, zg);
+  T* X = static_cast<T*>(p.X);
+  if (thread < B * K) X[thread] = x_first;
+  for (int e = thread + threads; e < B * K; e += threads) X[e] = x_at(e);  // batch * K past the grid's threads
 }
 
 // Small batches, backward: a warp takes a unit j and a slice of 32 of X's K columns (ceil(K / 32)
