@@ -15,33 +15,60 @@
 namespace {
 
 
-// The forward as a flat map, one kVec-element vector a thread at flat vector index i, its bias
-// vector at i mod (cols / kVec), as kwb_elementwise.cuh's map: blocks sweep memory in order, and
-// at 32 registers or fewer every block of 256 x 4096 is resident at once. fp32 on the H100: 98.6%
-// of the copy ceiling at 8192 x 8192 and 3.9 us at 256 x 4096, where a rows x columns tiling
-// (16 rows a block, 44 registers) reached 93.4% and 4.7 us (benchmarks/bias_gelu_variants.py).
-template <typename T, int kVec, bool kTanh, typename Div>
-__global__ void __launch_bounds__(256) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
-                                                      T* __restrict__ y, int64_t n_vec, Div col_vecs) {
+// The forward as a flat map, kPer kVec-element vectors a thread at flat vector indices i,
+// i + kThreads, ... (all loads first), each one's bias vector at i mod (cols / kVec), as
+// kwb_elementwise.cuh's map: blocks sweep memory in order. One vector a thread in blocks of 256
+// (24 registers): fp32 on the H100 98.6% of the copy ceiling at 8192 x 8192 and 3.9 us at 256 x
+// 4096, where a rows x columns tiling (16 rows a block, 44 registers) reached 93.4% and 4.7 us.
+// On the H200 the same kernel ran fp32 8192 x 8192 at 95.2% against torch.compile's 97.6%; two
+// vectors a thread in blocks of 128, Inductor's block and share, ran at compile's 130.4 us in
+// turns (97.1%), while two in blocks of 256 ran 134.1 and four 134.8 (benchmarks/bias_gelu_variants.py).
+template <typename T, int kVec, bool kTanh, int kThreads, int kPer, typename Div>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
+                                                           T* __restrict__ y, int64_t n_vec, Div col_vecs) {
   using A = kwb::acc_t<T>;
   using V = kwb::Vec<T, kVec>;
   using Index = decltype(col_vecs.mod(0));
-  const Index i = static_cast<Index>(blockIdx.x) * 256 + threadIdx.x;
-  if (i >= n_vec) return;
-  const V in = reinterpret_cast<const V*>(x)[i];
-  const V b = reinterpret_cast<const V*>(bias)[col_vecs.mod(i)];
-  V out;
+  const Index first = static_cast<Index>(blockIdx.x) * (kThreads * kPer) + threadIdx.x;
+  V in[kPer], b[kPer];
 #pragma unroll
-  for (int j = 0; j < kVec; ++j)
-    out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<A>(in.v[j]) + kwb::to_acc<A>(b.v[j])));
-  reinterpret_cast<V*>(y)[i] = out;
+  for (int u = 0; u < kPer; ++u) {
+    const Index i = first + u * kThreads;
+    if (i < n_vec) {
+      in[u] = reinterpret_cast<const V*>(x)[i];
+      b[u] = reinterpret_cast<const V*>(bias)[col_vecs.mod(i)];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const Index i = first + u * kThreads;
+    if (i < n_vec) {
+      V out;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        out.v[j] = kwb::from_acc<T>(kwb::gelu<kTanh, kwb::kHalfType<T>>(kwb::to_acc<A>(in[u].v[j]) + kwb::to_acc<A>(b[u].v[j])));
+      reinterpret_cast<V*>(y)[i] = out;
+    }
+  }
 }
+
+template <typename T, int kVec, bool kTanh, int kThreads, int kPer, typename Div>
+void launch_forward(const BiasGeluParams& p, int64_t n_vec, Div col_vecs, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((n_vec + kThreads * kPer - 1) / (kThreads * kPer));
+  forward_kernel<T, kVec, kTanh, kThreads, kPer><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const T*>(p.x), static_cast<const T*>(p.bias), static_cast<T*>(p.y), n_vec, col_vecs);
+}
+
+// Two vectors a thread in blocks of 128 for fp32 from 2^22 vectors (64 MB) up: measured better at
+// 2^24 (8192 x 8192); at 2^18 (256 x 4096) two vectors a thread lost (4.14 against 3.89 us, H100).
+constexpr int64_t kPairedFrom = int64_t(1) << 22;
 
 template <typename T, int kVec, bool kTanh, typename Div>
 void launch_forward(const BiasGeluParams& p, int64_t n_vec, Div col_vecs, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((n_vec + 255) / 256);
-  forward_kernel<T, kVec, kTanh><<<blocks, 256, 0, stream>>>(static_cast<const T*>(p.x), static_cast<const T*>(p.bias),
-                                                              static_cast<T*>(p.y), n_vec, col_vecs);
+  if constexpr (sizeof(T) == 4 && kVec > 1) {
+    if (n_vec >= kPairedFrom) return launch_forward<T, kVec, kTanh, 128, 2>(p, n_vec, col_vecs, stream);
+  }
+  launch_forward<T, kVec, kTanh, 256, 1>(p, n_vec, col_vecs, stream);
 }
 
 template <typename T, int kVec, bool kTanh>
