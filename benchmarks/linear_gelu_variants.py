@@ -81,10 +81,14 @@ def main() -> None:
     parser.add_argument("--sizes", help="only these sizes, MxKxN comma-separated (default: every case's)")
     parser.add_argument("--erf-chunks", action="store_true", help="only the erf form's large 16-bit product, whole and in row blocks")
     parser.add_argument("--sm90a", action="store_true", help="only the CUTLASS product's configs and schedules (H100)")
+    parser.add_argument("--erf-few-rows", action="store_true",
+                        help="only the erf form in bf16 and fp16 at 32 x 768 -> 3072: the shipped addmm + GELU pass, "
+                             "mm + bias_gelu's pass (Inductor's shape), addmm + ATen's GELU; with --in-turns, "
+                             "then in turns beside eager and torch.compile")
     parser.add_argument("--in-turns", type=float, metavar="SECONDS", default=0.0,
                         help="(--sm90a) then time bf16 8192x4096->16384's variants again in turns, a batch of each a "
                              "round, about SECONDS of samples each (1000 at most): the GPU's clocks drift over a run (only where --sizes "
-                             "includes that size, as it does by default)")
+                             "includes that size, as it does by default; with --erf-few-rows, its two cases)")
     args = parser.parse_args()
     if args.sm90a:
         return sm90a(args)
@@ -97,11 +101,15 @@ def main() -> None:
     if args.erf_chunks:
         variants = {"shipped": k.linear_gelu, "addmm_gelu_": chunked(None)}
         variants.update({f"chunk{r}": chunked(r) for r in (256, 512, 1024, 2048)})
+    if args.erf_few_rows:
+        variants = {"shipped": k.linear_gelu, "mm_bias_gelu": variants["mm_bias_gelu"], "addmm_gelu_": chunked(None)}
     only = {tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")} if args.sizes else None
     cases = [(torch.float32, "none", SMALL), (torch.float32, "tanh", SMALL[2:3]),
              (torch.bfloat16, "tanh", SMALL[2:3] + LARGE)]
     if args.erf_chunks:
         cases = [(torch.bfloat16, "none", LARGE[1:]), (torch.float16, "none", LARGE[1:])]
+    if args.erf_few_rows:
+        cases = [(torch.bfloat16, "none", SMALL[2:3]), (torch.float16, "none", SMALL[2:3])]
     for dtype, approximate, sizes in cases:
         for size in sizes:
             if only is not None and tuple(size) not in only:
@@ -118,6 +126,11 @@ def main() -> None:
                 if name == "addmm_activation" and approximate != "tanh":
                     continue  # its epilogue is the tanh form only
                 time_one(spec, name, fn, args_, size, dtype, approximate, args.out)
+            if args.erf_few_rows and args.in_turns:
+                turns = dict(variants, eager=spec.reference,
+                             **{"torch.compile": torch.compile(spec.reference, fullgraph=True, dynamic=False)})
+                turns["torch.compile"](*args_)  # compiled here, not in the timed calls' first
+                time_in_turns(turns, args_, args.in_turns, f"{approximate} {dtype} {size}", flops=spec.flops(size, dtype))
 
 
 def sm90a(args) -> None:

@@ -12,7 +12,8 @@ variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, 
 variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
                    (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)
 
-    python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--out DIR]   # a CUDA GPU
+    python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--dtypes float32] [--out DIR]
+        [--in-turns S]                                                            # a CUDA GPU
 """
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ import argparse
 import random
 
 import torch
+from in_turns import time_in_turns
 
 import workbench as wb
 
+GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~0.6 ms of 3 us calls a replay
 VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
             ("x2", 256)]
 KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3}
@@ -159,6 +162,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1048576,67108864", help="element counts, comma-separated")
     parser.add_argument("--dtypes", default="bfloat16,float16,float32")
     parser.add_argument("--out", help="append the rows to DIR/<device>/bench.csv")
+    parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
+                        help="then every variant, eager and torch.compile again in turns as CUDA-graph replays of "
+                             f"{GRAPH_CALLS} calls, about S seconds of samples each")
     args = parser.parse_args()
     k = wb.load_inline("map_block_variants", cuda=CUDA, cpp=CPP, functions=["map_variant"])
     order = random.Random(0)
@@ -182,6 +188,13 @@ def main() -> None:
                               f"{r['median_us'] or 0:9.2f} us  {r['status']}", flush=True)
                     if args.out:
                         report.save(args.out)
+                if args.in_turns:
+                    turns = {f"{kind} {block}": (lambda x, y, op=op, block=block, kind=KINDS[kind]: k.map_variant(x, y, op, block, kind))
+                             for kind, block in VARIANTS}
+                    turns.update({"eager": eager, "torch.compile": torch.compile(eager, fullgraph=True, dynamic=False)})
+                    turns["torch.compile"](a, b)  # compiled here, not in the timed calls' first
+                    time_in_turns(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",
+                                  nbytes=3 * n * a.element_size(), graph_calls=GRAPH_CALLS)
 
 
 if __name__ == "__main__":
