@@ -3,6 +3,9 @@
 every kernel whose CUDA source uses shared memory. Needs a GPU and compute-sanitizer.
 
     python benchmarks/sanitize.py [NAMES ...] [--out DIR] [--jobs 4] [--timeout 300]
+    python benchmarks/sanitize.py linear_gelu --shapes 4096x64x4096 --dtypes bfloat16 --tools memcheck
+        # chosen shapes in place of the check's small ones: a path only large shapes take (the
+        # CUTLASS product needs 2^24 outputs)
 
 Each run is one child process, `compute-sanitizer --tool T python -c <wb.check(...)>`, over the
 kernel's own check shapes, forward and backward, in float32 and bfloat16, kept to the small
@@ -81,7 +84,10 @@ def _product(shape) -> int:
     return n
 
 
-def plan(names: list[str]) -> list[Run]:
+def plan(names: list[str], shapes: list[list[int]] | None = None, dtypes: tuple[str, ...] = DTYPES,
+         tools: tuple[str, ...] = ("memcheck", "racecheck")) -> list[Run]:
+    """A run per kernel and tool: memcheck, and racecheck where the source uses shared memory
+    (of `tools`), over `shapes` where given, else the check's small ones (small_shapes)."""
     import workbench as wb
     from workbench.jit.sources import resolve
 
@@ -89,9 +95,10 @@ def plan(names: list[str]) -> list[Run]:
     for name in names:
         kernel = wb.load(name, device="cuda")  # built here once; the children load it from the cache
         spec = kernel.spec.SPEC
-        dtypes = [d for d in DTYPES if any(str(t).removeprefix("torch.") == d for t in spec.dtypes.get("cuda", ()))]
-        tools = ["memcheck"] + (["racecheck"] if uses_shared_memory(resolve(name).folder) else [])
-        runs += [Run(name, tool, dtypes, [list(s) for s in small_shapes(spec, tool)]) for tool in tools]
+        kept = [d for d in dtypes if any(str(t).removeprefix("torch.") == d for t in spec.dtypes.get("cuda", ()))]
+        wanted = ["memcheck"] + (["racecheck"] if uses_shared_memory(resolve(name).folder) else [])
+        runs += [Run(name, tool, kept, shapes or [list(s) for s in small_shapes(spec, tool)])
+                 for tool in wanted if tool in tools]
     return runs
 
 
@@ -147,7 +154,20 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("."), help="folder for sanitize.json and sanitize.md")
     ap.add_argument("--jobs", type=int, default=4, help="sanitizer runs at once (default 4)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one run may take (default 300)")
+    ap.add_argument("--shapes", help="these shapes (AxB or AxBxC, comma-separated) in place of the check's small ones")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help=f"of {', '.join(DTYPES)} (default: both)")
+    ap.add_argument("--tools", default="memcheck,racecheck", help="memcheck, racecheck (default: both)")
     args = ap.parse_args(argv)
+    try:
+        shapes = [[int(v) for v in s.split("x")] for s in args.shapes.split(",")] if args.shapes else None
+    except ValueError:
+        ap.error(f"--shapes: sizes joined by x, shapes by commas (4096x64x4096,7x33), got {args.shapes!r}")
+    dtypes = tuple(d for d in args.dtypes.split(",") if d)
+    tools = tuple(t for t in args.tools.split(",") if t)
+    if not set(dtypes) <= set(DTYPES) or not dtypes:
+        ap.error(f"--dtypes: of {', '.join(DTYPES)}, got {args.dtypes!r}")
+    if not set(tools) <= {"memcheck", "racecheck"} or not tools:
+        ap.error(f"--tools: of memcheck, racecheck, got {args.tools!r}")
     sanitizer = shutil.which("compute-sanitizer") or next(
         (p for p in ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer")
          if os.path.exists(p)), None)
@@ -163,7 +183,7 @@ def main(argv=None) -> int:
     from workbench.jit.sources import builtin_names
 
     names = args.names or builtin_names()
-    runs = plan(names)
+    runs = plan(names, shapes, dtypes, tools)
     print(f"{len(runs)} sanitizer runs over {len(names)} kernels, {args.jobs} at once", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         for r in pool.map(lambda run: execute(run, sanitizer, args.timeout), runs):
@@ -181,7 +201,8 @@ def main(argv=None) -> int:
     (args.out / "sanitize.json").write_text(json.dumps(summary, indent=1) + "\n")
     header = (f"# compute-sanitizer over every kernel's check cases\n\n{env.title()}; kwb "
               f"{summary['commit'] or 'unknown'}. `python benchmarks/sanitize.py`: memcheck on every kernel, racecheck "
-              f"where the CUDA source uses shared memory; forward and backward, {' and '.join(DTYPES)}.\n\n"
+              f"where the CUDA source uses shared memory; forward and backward, {' and '.join(dtypes)}"
+              f"{'; shapes ' + args.shapes if args.shapes else ''}.\n\n"
               f"Total: {summary['errors']} memcheck errors, {summary['hazards']} racecheck hazards, "
               f"{summary['unfinished']} runs unfinished, {summary['failed_checks']} checks failed.")
     (args.out / "sanitize.md").write_text(markdown(runs, header))
