@@ -288,17 +288,20 @@ def test_bias_gelu_bf16_8192x8192(kernels, approximate):
 
 
 @pytest.mark.parametrize("approximate", ["tanh", "none"])
-def test_bias_gelu_fp32_two_vectors_a_thread_with_a_ragged_last_block(kernels, approximate):
-    # fp32 from 2^22 vectors takes two 16-byte vectors a thread in blocks of 128 (bias_gelu.cu);
-    # 16388 x 1028 is past that bound, its 4,211,716 vectors end 4 into a block's 256, and each
-    # row's 257 vectors move the bias's phase against the blocks'
+@pytest.mark.parametrize("rows", [16388, 16516])
+def test_bias_gelu_fp32_two_vectors_a_thread_with_a_ragged_last_block(kernels, approximate, rows):
+    # fp32 from 2^22 vectors takes two 16-byte vectors a thread, i and i + 128, in blocks of 128
+    # (bias_gelu.cu). rows x 1028 is past that bound, and its last block holds 4 vectors (16388
+    # rows: the first vector of some threads) or 132 (16516: every first vector, some second
+    # ones); each row's 257 vectors move the bias's phase against the blocks'
     bg = kernels["bias_gelu"]
     gen = torch.Generator(device="cuda").manual_seed(6)
-    x = torch.randn(16388, 1028, device="cuda", generator=gen)
+    x = torch.randn(rows, 1028, device="cuda", generator=gen)
     b = torch.randn(1028, device="cuda", generator=gen)
-    assert x.numel() // 4 >= 1 << 22 and (x.numel() // 4) % 256 != 0
+    assert x.numel() // 4 >= 1 << 22 and (x.numel() // 4) % 256 in (4, 132)
     y = bg.bias_gelu(x, b, approximate)
     torch.testing.assert_close(y, F.gelu(x + b, approximate=approximate), atol=1e-5, rtol=1e-5)
+
 
 def test_lltm_fp32_batch_4096_features_1024_state_1024(kernels):
     k = kernels["lltm"]

@@ -18,11 +18,11 @@ namespace {
 // The forward as a flat map, kPer kVec-element vectors a thread at flat vector indices i,
 // i + kThreads, ... (all loads first), each one's bias vector at i mod (cols / kVec), as
 // kwb_elementwise.cuh's map: blocks sweep memory in order. One vector a thread in blocks of 256
-// (24 registers): fp32 on the H100 98.6% of the copy ceiling at 8192 x 8192 and 3.9 us at 256 x
+// (24-31 registers): fp32 on the H100 98.6% of the copy ceiling at 8192 x 8192 and 3.9 us at 256 x
 // 4096, where a rows x columns tiling (16 rows a block, 44 registers) reached 93.4% and 4.7 us.
-// On the H200 the same kernel ran fp32 8192 x 8192 at 95.2% against torch.compile's 97.6%; two
-// vectors a thread in blocks of 128, Inductor's block and share, ran at compile's 130.4 us in
-// turns (97.1%), while two in blocks of 256 ran 134.1 and four 134.8 (benchmarks/bias_gelu_variants.py).
+// On the H200 the same kernel ran the fp32 erf form at 8192 x 8192 in 133.0 us in turns against
+// torch.compile's 130.3; two vectors a thread in blocks of 128, Inductor's block and share, ran
+// 130.4, while two in blocks of 256 ran 134.1 and four 134.8 (benchmarks/bias_gelu_variants.py).
 template <typename T, int kVec, bool kTanh, int kThreads, int kPer, typename Div>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const T* __restrict__ x, const T* __restrict__ bias,
                                                            T* __restrict__ y, int64_t n_vec, Div col_vecs) {
@@ -60,7 +60,8 @@ void launch_forward(const BiasGeluParams& p, int64_t n_vec, Div col_vecs, cudaSt
 }
 
 // Two vectors a thread in blocks of 128 for fp32 from 2^22 vectors (64 MB) up: measured better at
-// 2^24 (8192 x 8192); at 2^18 (256 x 4096) two vectors a thread lost (4.14 against 3.89 us, H100).
+// 2^24 (8192 x 8192). At 2^18 (256 x 4096) two vectors a thread in blocks of 256 lost (4.14
+// against 3.89 us, H100); blocks of 128 were not timed there.
 constexpr int64_t kPairedFrom = int64_t(1) << 22;
 
 template <typename T, int kVec, bool kTanh, typename Div>

@@ -118,9 +118,11 @@ constexpr int kChunk = 8;   // of W's and X's columns a lane loads before it mul
 // row, no cat); the warp sums the 3 x kRows partial dots, and lane r adds the bias, rounds the
 // gates to T (as addmm's output was) and finishes row b0 + r's cell. X goes out for backward
 // from the whole grid.
-// The work is a few trips to memory, not arithmetic: every load is issued before the first store
-// and before any arithmetic waits on it (X's copy, W and X in chunks of kChunk columns a lane, the
-// bias and old_cell), so at the tutorial's 16 / 32 / 128 a warp waits on memory once. With the
+// The work is a few trips to memory, not arithmetic: the loads are issued before the first store
+// and before any arithmetic waits on them (X's copy, W and X in chunks of kChunk columns a lane,
+// the bias and old_cell), so where K <= 32 kChunk and batch x K <= the grid's threads (the
+// tutorial's 16 / 32 / 128: 160 and 2560 <= 16384) a warp waits on memory once; a longer row
+// takes a trip a chunk, and X's elements past the grid's threads are copied at the end. With the
 // copy first, the product loop 4 columns at a time and the bias and old_cell read after the sums
 // it waited 4 times: 5.9 us a call in CUDA graphs against torch.compile's 6.5 (kernels/lltm/NOTES.md).
 // Accumulation is fp32 for half types (as cuBLAS's).
