@@ -28,6 +28,10 @@ sm90a_cC_sS_rR  (--sm90a, H100) CUTLASS's product with bias + GELU in its epilog
 train_*  (--sm90a) linear_gelu_forward (y and the product before the GELU), shipped, against
          addmm then F.gelu (the cuBLAS route's kernels)
 
+--erf-few-rows --in-turns 1 (H100, 0c7e09f; bf16 / fp16, 32 x 768 -> 3072, median us in turns):
+shipped 11.856 / 11.904, mm_bias_gelu 11.776 / 11.648, addmm_gelu_ 11.936 / 11.840, torch.compile
+11.744 / 11.744 (kernels/linear_gelu/NOTES.md, "Round 16").
+
 Sizes: (m, k, n), x is m x k, W is n x k. The naive kernel is timed only where it finishes in
 reasonable time (at 8192 x 4096 -> 16384 bf16 it would take seconds a call).
 """

@@ -128,7 +128,11 @@ variant 27: the shipped register path for exact rows (norm_forward_regs) with ea
            (and bias) lines prefetched into L1 beside x's loads: the weight is read after the
            reductions, and with all 1024 blocks of bf16 4096 x 1024 in one wave every block's
            first weight read misses L1 at about the same time (16-bit rows: the CUDA-graph rows at
-           x0.968-0.996 torch.compile, 5.5-5.9 us)
+           x0.968-0.996 torch.compile, 5.5-5.9 us). Measured at 0c7e09f (H100, us a call with
+           events; v0 / v27 / compile): LayerNorm bf16 10.2 / 20.9 / 10.0, fp32 15.3 / 30.3 / 16.4;
+           RMSNorm bf16 10.1 / 21.2 / 9.7, fp32 15.1 / 24.4 / 15.6. ncu: warp cycles per issued
+           instruction 17.0 -> 59.2 (bf16 LayerNorm), each lane's prefetch an L1 request that x's
+           loads queue behind. Not shipped (kernels/layernorm/NOTES.md, "Round 16")
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
