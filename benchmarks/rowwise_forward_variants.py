@@ -124,9 +124,9 @@ variants 24-26: the shipped kernel with the hints, built for and looping over ro
            persistent grids: LayerNorm 24 (138.9 us; 64 registers, 4 fit) and RMSNorm 24 and 25
            (136.8 and 136.8; 48 registers, 5 fit), against 129.1 and 130.3 with a block a row.
            LayerNorm 25/26 (167.0, 147.6) and RMSNorm 26 (153.2) ran their grids in waves.
-variant 27: the shipped register path for exact rows (norm_forward_regs) with each thread's weight
-           (and bias) lines prefetched into L1 beside x's loads: the weight is read after the
-           reductions, and with all 1024 blocks of bf16 4096 x 1024 in one wave every block's
+variant 27 (removed; its code is at 0c7e09f): the shipped register path for exact rows
+           (norm_forward_regs) with each thread's weight (and bias) lines prefetched into L1
+           beside x's loads: the weight is read after the reductions, and with all 1024 blocks of bf16 4096 x 1024 in one wave every block's
            first weight read misses L1 at about the same time (16-bit rows: the CUDA-graph rows at
            x0.968-0.996 torch.compile, 5.5-5.9 us). Measured at 0c7e09f (H100, us a call with
            events; v0 / v27 / compile): LayerNorm bf16 10.2 / 20.9 / 10.0, fp32 15.3 / 30.3 / 16.4;
@@ -667,25 +667,6 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variant 27: the shipped register path (norm_forward_regs, exact rows) with each thread's weight
-// (and bias) lines asked of L1 beside x's loads (kPrefetch), so the late weight reads after the
-// reductions hit L1 instead of L2. Rows that exact_rows() takes only (bf16 4096 x 1024: a warp a row).
-template <int kOp, typename T>
-const char* shipped_prefetch(const Args& a, cudaStream_t stream) {
-  if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
-    return "does not apply: the norms' weight";
-  } else {
-    constexpr int kVec = V16<T>::kN;
-    const kwb::ExactRows e = kwb::exact_rows(a.rows, a.cols, kVec, sizeof(T));
-    if (e.tpr == 0 || (sizeof(T) == 4 && a.cols == kwb::kRereadCols)) return "does not apply: exact rows of the register path";
-    const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
-    KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      kwb::norm_forward_regs<T, kVec, kVecs, kOp == kLayerNorm, kTpr, true><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
-    });
-    return kwb::last_launch_error();
-  }
-}
-
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
 template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
@@ -743,7 +724,6 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
     case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
-    case 27: return shipped_prefetch<kOp, T>(a, stream);
     default: return "no such variant";
   }
 }
@@ -802,7 +782,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(28))
+VARIANTS = tuple(range(27))
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under

@@ -54,9 +54,7 @@ struct MeanM2Combine {
 
 // kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
-// kPrefetch: the thread's weight (and bias) lines asked of L1 beside x's loads, before the
-// reductions.
-template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kPrefetch = false>
+template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
   const int tpr = kExact ? kTpr : tpr_arg;
@@ -83,13 +81,6 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     // row computes on zeros and stores nothing, so only the stores are predicated (as softmax's
     // forward_regs, where the predicated form cost 11.4 us against 10.3 at bf16 4096 x 1024).
     auto has = [&](int i) { return kExact || in.in_row(i, lane, tpr, n); };
-    if constexpr (kPrefetch)
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i)
-        if (has(i)) {
-          prefetch_l1(w + in.col(i, lane, tpr));
-          if constexpr (kCentered) prefetch_l1(b + in.col(i, lane, tpr));
-        }
     float mean = 0.f;
     if constexpr (kCentered) {
       float s = 0.f;

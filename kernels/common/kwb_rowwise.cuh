@@ -296,10 +296,6 @@ __device__ __forceinline__ Vec<T, kVec> ldg_vec(const T* p) {
   return v;
 }
 
-// Asks L1 for the line holding p, holding no register: a weight read late in a row (after its
-// reductions) then hits L1 rather than waiting on L2.
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
 template <typename T, int kVec>
 __device__ __forceinline__ void load_vec(const T* p, float (&vals)[kVec]) {
   const Vec<T, kVec> in = *reinterpret_cast<const Vec<T, kVec>*>(p);
