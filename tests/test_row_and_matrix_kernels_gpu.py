@@ -224,6 +224,23 @@ def test_linear_gelu_fp32_routes_agree_with_the_reference_and_gradients(k, m):
         torch.testing.assert_close(k["linear_gelu"].linear_gelu(*args), y.detach(), atol=1e-6, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(2, 16, 768, 3072), (5, 1, 40, 24), (3, 1, 33, 37), (0, 4, 8, 16), (4, 1, 0, 8)])
+def test_linear_gelu_16bit_erf_product_then_bias_gelu_pass(k, dtype, shape):
+    # the erf form in 16 bits outside the CUTLASS product: mm, then bias + GELU in one pass (16-byte
+    # vectors where cols allow: 3072 and 24; one element at a time: 37); no rows; k = 0 (y = GELU(b))
+    *batch, kk, n = shape
+    gen = torch.Generator(device="cuda").manual_seed(sum(shape))
+    x = torch.randn(*batch, kk, device="cuda", generator=gen).to(dtype)
+    w = (torch.randn(n, kk, device="cuda", generator=gen) / max(kk, 1) ** 0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    with torch.no_grad():
+        got = k["linear_gelu"].linear_gelu(x, w, b)
+    expected = F.gelu(F.linear(x.float(), w.float(), b.float()))
+    assert got.dtype == dtype and got.shape == (*batch, n)
+    torch.testing.assert_close(got.float(), expected, atol=2e-2, rtol=1.6e-2)
+
+
 def test_linear_gelu_gradcheck_fp64_cuda(k):
     x = torch.randn(3, 4, 6, dtype=torch.float64, device="cuda", requires_grad=True)
     w = torch.randn(5, 6, dtype=torch.float64, device="cuda", requires_grad=True)

@@ -10,6 +10,9 @@
 //     also writes the product before the GELU where training keeps it.
 //   tanh form otherwise: cuBLASLt's GELU + bias epilogue (at::_addmm_activation): the product
 //     and the activation in one kernel, no extra pass over y.
+//   erf form otherwise, 16-bit: cuBLAS's product with no epilogue (at::mm), then one pass of
+//     bias + GELU into y (kwb_bias_gelu.cuh), Inductor's route: 0.7-2.2% faster than the addmm
+//     below at 32 x 768 -> 3072 (H100).
 //   erf form otherwise: cuBLASLt's bias epilogue (at::addmm), then one GELU pass in place
 //     (cuBLASLt's GELU epilogue is the tanh form only).
 // For training (linear_gelu_forward) the product before the GELU is kept for the backward:
@@ -219,6 +222,18 @@ void gelu_pass(const char* op, const at::Tensor& pre, at::Tensor& y, bool tanh_f
   KWB_CHECK_LAUNCH(op, gelu_cuda(p, kwb::to_dtype(pre.scalar_type()), kwb::current_stream(pre)));
 }
 
+// y = GELU(x W^T + b) as a product without an epilogue, then bias + GELU in one pass into a new y.
+at::Tensor mm_then_bias_gelu(const char* op, const at::Tensor& x2, const at::Tensor& weight, const at::Tensor& bias,
+                             bool tanh_form) {
+  const at::Tensor pre = at::mm(x2, weight.t()), b = kwb::contiguous(bias);
+  at::Tensor y = at::empty_like(pre);
+  const BiasGeluPassParams p{pre.const_data_ptr(), b.const_data_ptr(), y.mutable_data_ptr(), pre.size(0), pre.size(1),
+                             tanh_form};
+  KWB_CHECK_LAUNCH(op, bias_gelu_pass_cuda(p, kwb::to_dtype(pre.scalar_type()), kwb::all_aligned({&pre, &b, &y}),
+                                           kwb::current_stream(pre)));
+  return y;
+}
+
 // The CUTLASS product: y (and pre, if asked) from x, W and b. nullptr where it ran, else why it
 // cannot take this call (the caller then takes another route, having allocated nothing); a
 // failed launch raises.
@@ -270,6 +285,8 @@ at::Tensor linear_gelu_cuda(const at::Tensor& x, const at::Tensor& weight, const
     y = run_matrix_kernel(op, linear_gelu_skinny_cuda, x, weight, bias, tanh_form, nullptr);
   } else if (tanh_form) {
     y = at::_addmm_activation(bias, rows_of(x), weight.t(), 1, 1, /*use_gelu=*/true);
+  } else if (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) {
+    y = mm_then_bias_gelu(op, rows_of(x), weight, bias, false);
   } else {
     y = at::addmm(bias, rows_of(x), weight.t());
     gelu_pass(op, y, y, false);

@@ -12,6 +12,7 @@
 //
 // Large and half-precision products go to cuBLASLt (linear_gelu.cpp): no SIMT kernel comes
 // near its tensor-core kernels (kernels/linear_gelu/NOTES.md).
+#include "kwb_bias_gelu.cuh"
 #include "kwb_elementwise.cuh"
 #include "kwb_gelu.cuh"
 #include "kwb_gelu_backward.cuh"
@@ -288,6 +289,16 @@ const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream
   return KWB_DTYPE_SWITCH(dtype, T, [&] {
     const kwb::MapArgs<T, 1> args{{static_cast<const T*>(p.pre)}, static_cast<T*>(p.y), p.n};
     return p.tanh ? kwb::elementwise(args, Gelu<T, true>{}, stream) : kwb::elementwise(args, Gelu<T, false>{}, stream);
+  });
+}
+
+const char* bias_gelu_pass_cuda(const BiasGeluPassParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    const auto* pre = static_cast<const T*>(p.pre);
+    const auto* b = static_cast<const T*>(p.bias);
+    auto* y = static_cast<T*>(p.y);
+    return p.tanh ? kwb::bias_gelu_forward<T, true>(pre, b, y, p.rows, p.cols, aligned, stream)
+                  : kwb::bias_gelu_forward<T, false>(pre, b, y, p.rows, p.cols, aligned, stream);
   });
 }
 

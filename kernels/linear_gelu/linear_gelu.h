@@ -31,6 +31,16 @@ struct GeluParams {
   bool tanh;
 };
 
+// y = GELU(pre + bias[col]) over rows x cols: the pass after a product without an epilogue
+// (at::mm), as bias_gelu's forward (kwb_bias_gelu.cuh).
+struct BiasGeluPassParams {
+  const void* pre;   // rows x cols: x W^T
+  const void* bias;  // cols
+  void* y;           // rows x cols, written in full (not pre)
+  int64_t rows, cols;
+  bool tanh;
+};
+
 // grad_pre = grad * GELU'(pre) over rows x cols, and grad_bias = its column sums, in one pass
 // (kwb_gelu_backward.cuh).
 struct GeluBackwardParams {
@@ -57,6 +67,8 @@ const char* linear_gelu_skinny_cuda(const LinearGeluParams& p, kwb::DType dtype,
 // Whether its grid for m x n outputs has a block for every SM of the current GPU.
 bool linear_gelu_skinny_fills_gpu(int64_t m, int64_t n);
 const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream);
+// aligned: pre, bias and y 16-byte aligned.
+const char* bias_gelu_pass_cuda(const BiasGeluPassParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
 // aligned: grad, pre and grad_pre are 16-byte aligned.
 int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned);
 const char* gelu_backward_cuda(const GeluBackwardParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream);
