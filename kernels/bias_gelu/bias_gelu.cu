@@ -18,13 +18,7 @@ int64_t bias_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType
 }
 
 const char* bias_gelu_cuda(const BiasGeluParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
-  return KWB_DTYPE_SWITCH(dtype, T, [&] {
-    const auto* x = static_cast<const T*>(p.x);
-    const auto* b = static_cast<const T*>(p.bias);
-    auto* y = static_cast<T*>(p.y);
-    return p.tanh ? kwb::bias_gelu_forward<T, true>(x, b, y, p.rows, p.cols, aligned, stream)
-                  : kwb::bias_gelu_forward<T, false>(x, b, y, p.rows, p.cols, aligned, stream);
-  });
+  return kwb::bias_gelu_forward(p.x, p.bias, p.y, p.rows, p.cols, p.tanh, dtype, aligned, stream);
 }
 
 const char* bias_gelu_backward_cuda(const BiasGeluBackwardParams& p, kwb::DType dtype, bool aligned,

@@ -83,5 +83,18 @@ const char* bias_gelu_forward(const T* x, const T* bias, T* y, int64_t rows, int
   return last_launch_error();
 }
 
+// The same over untyped pointers, T picked by dtype and the form by tanh: what bias_gelu's and
+// linear_gelu's launchers call.
+inline const char* bias_gelu_forward(const void* x, const void* bias, void* y, int64_t rows, int64_t cols, bool tanh,
+                                     DType dtype, bool aligned, cudaStream_t stream) {
+  return KWB_DTYPE_SWITCH(dtype, T, [&] {
+    const auto* xt = static_cast<const T*>(x);
+    const auto* bt = static_cast<const T*>(bias);
+    auto* yt = static_cast<T*>(y);
+    return tanh ? bias_gelu_forward<T, true>(xt, bt, yt, rows, cols, aligned, stream)
+                : bias_gelu_forward<T, false>(xt, bt, yt, rows, cols, aligned, stream);
+  });
+}
+
 }  // namespace
 }  // namespace kwb

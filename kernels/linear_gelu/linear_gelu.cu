@@ -293,13 +293,7 @@ const char* gelu_cuda(const GeluParams& p, kwb::DType dtype, cudaStream_t stream
 }
 
 const char* bias_gelu_pass_cuda(const BiasGeluPassParams& p, kwb::DType dtype, bool aligned, cudaStream_t stream) {
-  return KWB_DTYPE_SWITCH(dtype, T, [&] {
-    const auto* pre = static_cast<const T*>(p.pre);
-    const auto* b = static_cast<const T*>(p.bias);
-    auto* y = static_cast<T*>(p.y);
-    return p.tanh ? kwb::bias_gelu_forward<T, true>(pre, b, y, p.rows, p.cols, aligned, stream)
-                  : kwb::bias_gelu_forward<T, false>(pre, b, y, p.rows, p.cols, aligned, stream);
-  });
+  return kwb::bias_gelu_forward(p.pre, p.bias, p.y, p.rows, p.cols, p.tanh, dtype, aligned, stream);
 }
 
 int64_t linear_gelu_backward_workspace_rows(int64_t rows, int64_t cols, kwb::DType dtype, bool aligned) {
