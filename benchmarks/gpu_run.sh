@@ -14,6 +14,7 @@
 #           the script takes --once (only when named)
 #   inductor benchmarks/inductor_kernels.py: torch.compile's Triton kernels and chosen configs for the
 #           kernels in KWB_INDUCTOR_KERNELS (options in KWB_INDUCTOR_ARGS), into <run>/inductor/ (only when named)
+#   ncu     benchmarks/ncu_compare.py under Nsight Compute for each case in KWB_NCU_COMPARE (only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel (KWB_SANITIZE_NAMES: some), racecheck
 #           where shared memory is used (beside the GPU suite: both judge correctness only)
@@ -171,6 +172,23 @@ if wants inductor; then
   fact inductor_s "$(since "$t")"
   cp "$out/inductor_kernels.log" "$run_dir/inductor/" 2>/dev/null
   grep -v "^\s*$" "$out/inductor_kernels.log" | tail -30
+fi
+
+if wants ncu; then
+  # KWB_NCU_COMPARE: "KERNEL OP DTYPE SHAPE" cases, ';'-separated: ncu on kwb's kernel beside torch.compile's
+  t=$(now)
+  IFS=';' read -ra cases <<< "${KWB_NCU_COMPARE:-relu_scale relu_scale_backward float32 1048576}"
+  for c in "${cases[@]}"; do
+    # shellcheck disable=SC2086  # a case is four words
+    set -- $c
+    ncu --clock-control none --nvtx --nvtx-include "kwb/" --nvtx-include "compile/" \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SourceCounters \
+      python benchmarks/ncu_compare.py "$@" > "$out/ncu_$1_$2_$3_$4.txt" 2>&1
+    fact "ncu_$1_$2_rc" "$?"
+    cp "$out/ncu_$1_$2_$3_$4.txt" "$run_dir/" 2>/dev/null
+  done
+  fact ncu_s "$(since "$t")"
 fi
 
 # The GPU suite and the sanitizer judge correctness only, so they share the machine (and its
