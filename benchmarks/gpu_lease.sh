@@ -9,7 +9,8 @@
 #   bash benchmarks/gpu_lease.sh wait                wait for it (up to KWB_WAIT_S, default 560 s)
 #
 # Both print the stages' facts so far; once the job has ended they put results.tar.gz (the
-# results folder, notebooks, logs) and gpu_run.facts alone under $OUT. Call `wait` again
+# results folder, notebooks, logs) and gpu_run.facts alone under $OUT, and while it runs,
+# partial.tar.gz (this run's folder and logs so far). Call `wait` again
 # within the machine's idle release (30 s) until it says "done".
 set -uo pipefail
 src=/tmp/kwb-src
@@ -31,6 +32,12 @@ while running && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
 cat "$work/gpu_run.facts" 2>/dev/null
 if running; then
   echo "--- still running; last lines:"; tail -n 5 "$log"
+  # What the stages have finished so far, in case the machine goes back before the next call
+  # (a lost call once took a main job's and a full run's files with it: only the printed facts stayed).
+  if [ -n "${OUT:-}" ] && [ -f "$work/run_dir" ]; then
+    tar -czf "$OUT/partial.tar.gz" --exclude="*.svg" "$(cat "$work/run_dir")" "$work"/*.facts "$work"/*.log "$work"/*.txt 2>/dev/null
+    echo "--- partial results: partial.tar.gz"
+  fi
 else
   tail -n 25 "$log"
   [ -n "${OUT:-}" ] && cp "$work/results.tar.gz" "$work/gpu_run.facts" "$OUT/" 2>/dev/null

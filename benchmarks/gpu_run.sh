@@ -56,6 +56,7 @@ slug=$(python -c 'from workbench.harness import results; print(results.environme
 res="benchmarks/results/$slug"
 run_dir="$res/$(date -u +%Y-%m-%d)-${KWB_GIT_DESCRIBE:-unknown}"  # this call's report, logs and checks
 mkdir -p "$run_dir"
+echo "$PWD/$run_dir" > "$out/run_dir"  # where gpu_lease.sh finds what a call has finished so far
 facts="$out/gpu_run.facts"  # key=value lines, turned into gpu_run.json at the end
 : > "$facts"
 fact() { echo "$1=$2" >> "$facts"; }
