@@ -180,14 +180,14 @@ if wants ncu; then
   t=$(now)
   IFS=';' read -ra cases <<< "${KWB_NCU_COMPARE:-relu_scale relu_scale_backward float32 1048576}"
   for c in "${cases[@]}"; do
-    # shellcheck disable=SC2086  # a case is four words
-    set -- $c
+    read -r kernel op dtype shape <<< "$c"
+    report="$out/ncu_${kernel}_${op}_${dtype}_${shape}.txt"
     ncu --clock-control none --nvtx --nvtx-include "kwb/" --nvtx-include "compile/" \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section MemoryWorkloadAnalysis --section SourceCounters \
-      python benchmarks/ncu_compare.py "$@" > "$out/ncu_$1_$2_$3_$4.txt" 2>&1
-    fact "ncu_$1_$2_rc" "$?"
-    cp "$out/ncu_$1_$2_$3_$4.txt" "$run_dir/" 2>/dev/null
+      python benchmarks/ncu_compare.py "$kernel" "$op" "$dtype" "$shape" > "$report" 2>&1
+    fact "ncu_${kernel}_${op}_rc" "$?"
+    cp "$report" "$run_dir/" 2>/dev/null
   done
   fact ncu_s "$(since "$t")"
 fi
