@@ -45,6 +45,11 @@ def test_each_provider_gets_a_row_with_consistent_arithmetic(session):
         assert by["kwb"]["speedup_vs_eager"] == _speedup(by["kwb"], by["eager"])
         assert by["kwb"]["speedup_vs_compile"] == _speedup(by["kwb"], by["torch.compile"])
         assert by["eager"]["speedup_vs_eager"] == _speedup(by["eager"], by["eager"])
+        for column in ("speedup_vs_eager", "speedup_vs_compile"):  # kwb's speedups carry their 95% interval
+            k = by["kwb"]
+            if k[column] is not None:
+                assert k[f"{column}_lo"] <= k[column] <= k[f"{column}_hi"]
+            assert by["eager"].get(f"{column}_lo") is None
 
 
 def test_a_wrong_kernel_is_refused_before_it_is_timed(session):

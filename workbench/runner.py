@@ -15,7 +15,7 @@ from pathlib import Path
 from .harness import results
 from .harness.benchmark import kwb_failures
 from .report import folder as report_files
-from .report.render import counted
+from .report.render import counted, standings_line
 
 CPU_NOTICE = ("No GPU on this machine: kwb run builds, checks and times the CPU implementations. "
               "CUDA code is not compiled; `kwb build --all --device cuda` compiles it without a GPU. "
@@ -172,6 +172,9 @@ def run(names=None, device=None, out="kwb-report", dtypes=None, sizes=None, swee
         console.print(f"note: {escape(note)}", soft_wrap=True)
     if quiet:
         console.print(quiet, soft_wrap=True)
+    standing = standings_line(result.bench_rows)
+    if standing:
+        console.print(standing, soft_wrap=True)
     result.seconds["timing"] = time.monotonic() - clock
     result.seconds.update({f"timing: {k}": v for k, v in session.seconds.items()})
     clock = time.monotonic()

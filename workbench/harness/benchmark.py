@@ -34,7 +34,7 @@ from kwb_store.resources import functions_of
 
 from ..jit import device as devices
 from ..jit import notices
-from . import launches, results, timing
+from . import intervals, launches, results, timing
 from .cases import (
     Case,
     as_list,
@@ -204,6 +204,7 @@ def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str 
     if stats is None:
         return row
     sec = stats.median
+    row[_STATS] = stats  # for _add_speedups' intervals; not a column
     row.update(median_us=stats.median * 1e6, p20_us=stats.p20 * 1e6, p80_us=stats.p80 * 1e6, samples=stats.n,
                trust=timing.distrust(stats) or None)
     if case.nbytes:
@@ -213,17 +214,28 @@ def _row(case: Case, provider: str, method: str, stats, plan: Plan, status: str 
     return row
 
 
+_STATS = "_stats"  # a timed row's timing.Stats, until _add_speedups has used it
+
+
 def _add_speedups(rows: list[dict], vendor: str | None) -> None:
     """Each row's speedup over each baseline timed with the same method (events or graphs);
-    none where either timing is not trusted (timing.distrust)."""
+    none where either timing is not trusted (timing.distrust). kwb's rows also get the 95%
+    interval of their speedups over eager and torch.compile (intervals.speedup_interval)."""
     for r in rows:
         if r.get("median_us") is None or r.get("trust"):
             continue
         for provider, column in ((EAGER, "speedup_vs_eager"), (COMPILE, "speedup_vs_compile"), (vendor, "speedup_vs_vendor")):
             base = next((b for b in rows if b["provider"] == provider and b["method"] == r["method"] and b.get("median_us")
                          and not b.get("trust")), None)
-            if base is not None:
-                r[column] = base["median_us"] / r["median_us"]
+            if base is None:
+                continue
+            r[column] = base["median_us"] / r["median_us"]
+            if r["provider"] == KWB and provider in (EAGER, COMPILE) and _STATS in r and _STATS in base:
+                interval = intervals.speedup_interval(base[_STATS], r[_STATS])
+                if interval is not None:
+                    r[f"{column}_lo"], r[f"{column}_hi"] = interval
+    for r in rows:
+        r.pop(_STATS, None)
 
 
 def _error_rows(case: Case, providers, plan: Plan, message: str) -> list[dict]:

@@ -33,6 +33,8 @@ BENCH_COLUMNS = [
     "gpu_kernel", "block", "registers", "smem_bytes", "spill_bytes", "occupancy_pct",
     # why a timing is not trusted (timing.distrust), empty when it is
     "trust",
+    # kwb rows: the 95% interval of each speedup (harness/intervals.py)
+    "speedup_vs_eager_lo", "speedup_vs_eager_hi", "speedup_vs_compile_lo", "speedup_vs_compile_hi",
 ]
 CHECK_COLUMNS = [
     "kernel", "op", "what", "dtype", "shape", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol",
@@ -48,7 +50,7 @@ SCHEMAS = {"bench.csv": BENCH_COLUMNS, "check.csv": CHECK_COLUMNS, "check_errors
 _FLOATS = {"median_us", "p20_us", "p80_us", "gbps", "pct_of_ceiling", "tflops", "speedup_vs_eager", "speedup_vs_compile", "speedup_vs_vendor",
            "ceiling_gbps", "max_abs", "max_rel", "rel_l2", "atol", "rtol", "rel_l2_tol", "log10_lo", "log10_hi"}
 _INTS = {"numel", "samples", "mismatched", "count", "seed", "registers", "smem_bytes", "spill_bytes"}
-_FLOATS |= {"occupancy_pct"}
+_FLOATS |= {"occupancy_pct", "speedup_vs_eager_lo", "speedup_vs_eager_hi", "speedup_vs_compile_lo", "speedup_vs_compile_hi"}
 
 
 class SchemaError(KwbError):

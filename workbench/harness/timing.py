@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -49,7 +49,8 @@ SPREAD_UNTRUSTED = 0.25  # p20-p80 still this wide after widening: not trusted
 @dataclass(frozen=True)
 class Stats:
     """Seconds per call; `busy`: the share of the machine's cores other processes used while
-    the samples were taken (None where that cannot be read)."""
+    the samples were taken (None where that cannot be read); the samples themselves and, timed
+    in turns, the round each was taken in (for intervals.speedup_interval)."""
 
     median: float
     p20: float
@@ -57,6 +58,8 @@ class Stats:
     n: int
     method: str
     busy: float | None = None
+    samples: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    rounds: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def spread(self) -> float:
@@ -121,9 +124,9 @@ def quantile(sorted_samples: Sequence[float], q: float) -> float:
     return sorted_samples[lo] * (1 - frac) + sorted_samples[hi] * frac
 
 
-def summarize(samples: Sequence[float], method: str, busy: float | None = None) -> Stats:
+def summarize(samples: Sequence[float], method: str, busy: float | None = None, rounds: Sequence[int] = ()) -> Stats:
     s = sorted(samples)
-    return Stats(quantile(s, 0.5), quantile(s, 0.2), quantile(s, 0.8), len(s), method, busy)
+    return Stats(quantile(s, 0.5), quantile(s, 0.2), quantile(s, 0.8), len(s), method, busy, tuple(samples), tuple(rounds))
 
 
 class Timer(Protocol):
@@ -313,17 +316,19 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
                                                                  warmup_s, wall_s)
         per_turn[name] = max(1, min(getattr(timer, "BATCH", 1), int(turn_s / max(estimate, 1e-7))))
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    rounds_of: dict[str, list[int]] = {name: [] for name in fns}  # each sample's round
     share = CpuShare()
     names = list(fns)
 
     turns = 0  # rounds that held two functions or more: the order rotates by one each
+    taken = 0  # rounds so far, widening's included
 
     def take(counts: dict[str, int]) -> None:
         # the counts spread evenly over as few rounds as the per-turn shares allow; the functions
         # a round holds start one later than in the last such round, so every function takes
         # every place in the order alike (what ran just before a call, and the allocator's state
         # it left, is shared too), also where their counts differ
-        nonlocal turns
+        nonlocal turns, taken
         rounds = max((-(-counts[n] // per_turn[n]) for n in names), default=0)
         for r in range(rounds):
             shares = {n: (r + 1) * counts[n] // rounds - r * counts[n] // rounds for n in names}
@@ -331,7 +336,9 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
             for i in range(len(held)):
                 name = held[(turns + i) % len(held)]
                 samples[name] += timer.samples(fns[name], shares[name])
+                rounds_of[name] += [taken] * shares[name]
             turns += len(held) > 1
+            taken += 1
 
     started = time.perf_counter()
     take(wanted)
@@ -346,7 +353,7 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
             break
         take(more)
     others = share.others()
-    return {name: summarize(s, timer.method, others) for name, s in samples.items()}
+    return {name: summarize(s, timer.method, others, rounds_of[name]) for name, s in samples.items()}
 
 
 def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:

@@ -24,7 +24,13 @@ from kwb_store.fsutil import atomic_write_text
 
 from ..harness import results
 from . import plots
-from .render import bench_markdown, check_markdown, counted, headline_markdown
+from .render import (
+    bench_markdown,
+    check_markdown,
+    counted,
+    headline_markdown,
+    standings_markdown,
+)
 
 
 @dataclass
@@ -118,7 +124,11 @@ def index_text(env: results.Environment, command: str, notice: str, builds: list
     if bench_rows:
         lines += ["## Speed at each op's largest size", "",
                   ("Median time per call; % of the measured copy ceiling from the op's bytes model; "
-                   "× = how many times faster kwb is than the baseline."), "", headline_markdown(bench_rows)]
+                   "× = how many times faster kwb is than the baseline, with its 95% interval where there is one."), "",
+                  headline_markdown(bench_rows)]
+        standing = standings_markdown(bench_rows)
+        if standing:
+            lines += ["## Where kwb stands", "", standing]
     if plot_paths:
         lines += ["## Plots", ""]
         for p in plot_paths:

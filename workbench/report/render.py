@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..harness.intervals import verdict
+
 
 def size_text(shape: str) -> str:
     """'67108864' -> '2^26'; other shapes as they are ('16384x4096', '1048579')."""
@@ -180,8 +182,63 @@ def bench_cells(r: dict, vendor: bool = False, launch: bool = False) -> list[str
             timing += " noisy"
     cells = [r["op"], r["dtype"], size_text(r["shape"]), r["provider"], "graph" if r["method"] == "cuda_graph" else "",
              timing, _fmt(r.get("gbps"), ".0f"), _fmt(r.get("pct_of_ceiling"), ".1f"), _fmt(r.get("tflops"), ".1f"),
-             _fmt(r.get("speedup_vs_eager"), ".2f"), _fmt(r.get("speedup_vs_compile"), ".2f")]
+             speedup_text(r, "speedup_vs_eager"), speedup_text(r, "speedup_vs_compile")]
     return cells + ([_fmt(r.get("speedup_vs_vendor"), ".2f")] if vendor else []) + (launch_cells(r) if launch else [])
+
+
+def speedup_text(r: dict, column: str) -> str:
+    """'1.23', with its 95% interval where the row has one: '0.98 (0.96-1.00)'."""
+    text = _fmt(r.get(column), ".2f")
+    lo, hi = r.get(f"{column}_lo"), r.get(f"{column}_hi")
+    return f"{text} ({lo:.2f}-{hi:.2f})" if text and lo is not None and hi is not None else text
+
+
+STANDING_BASELINES = (("torch.compile", "speedup_vs_compile"), ("eager", "speedup_vs_eager"))
+
+
+def standings(rows: list[dict]) -> dict[str, dict[str, list[dict]]]:
+    """kwb's rows by where they stand against each baseline, from their speedups' 95% intervals:
+    {'torch.compile': {'ahead': [...], 'level': [...], 'behind': [...]}, 'eager': {...}}."""
+    out = {}
+    for baseline, column in STANDING_BASELINES:
+        groups: dict[str, list[dict]] = {"ahead": [], "level": [], "behind": []}
+        for r in rows:
+            lo, hi = r.get(f"{column}_lo"), r.get(f"{column}_hi")
+            if r["provider"] == "kwb" and lo is not None and hi is not None:
+                groups[verdict((lo, hi))].append(r)
+        out[baseline] = groups
+    return out
+
+
+def _row_name(r: dict) -> str:
+    graph = ", graph" if r["method"] == "cuda_graph" else ""
+    return f"{r['op']} {r['dtype']} {size_text(r['shape'])}{graph}"
+
+
+def standings_line(rows: list[dict]) -> str:
+    """'kwb against torch.compile: 120 ahead, 40 level, 5 behind; against eager: ...' (95%
+    intervals); '' where no row has an interval."""
+    groups = standings(rows)
+    parts = [f"against {b}: {len(by['ahead'])} ahead, {len(by['level'])} level, {len(by['behind'])} behind"
+             for b, by in groups.items() if any(by.values())]
+    return f"kwb's rows {'; '.join(parts)} (95% intervals of the speedups)" if parts else ""
+
+
+def standings_markdown(rows: list[dict]) -> str:
+    """The counts of kwb's rows ahead of, level with and behind each baseline, then every row
+    behind, by name and speedup; '' where no row has an interval."""
+    groups = standings(rows)
+    if not any(g for by in groups.values() for g in by.values()):
+        return ""
+    lines = [("The 95% interval of each speedup, a bootstrap over the rounds in which kwb and the baseline were timed "
+             "in turns: *behind* where the whole interval is below 1, *ahead* where it is above, else *level*."), "",
+             "| against | ahead | level | behind |", "|---|---|---|---|"]
+    lines += [f"| {b} | {len(by['ahead'])} | {len(by['level'])} | {len(by['behind'])} |" for b, by in groups.items()]
+    for (baseline, column), by in zip(STANDING_BASELINES, groups.values()):
+        if by["behind"]:
+            lines += ["", f"Behind {baseline}:", ""]
+            lines += [f"- {_row_name(r)}: ×{speedup_text(r, column)}" for r in by["behind"]]
+    return "\n".join(lines) + "\n"
 
 
 def bench_header(env, ceiling_gbps) -> str:
@@ -249,7 +306,7 @@ def headline(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         cells = [op, dtype, size_text(next(iter(largest.values()))["shape"])]
         cells += [f"{largest[p]['median_us']:.1f} us" + (" noisy" if largest[p].get("trust") else "") if p in largest else ""
                   for p in providers]
-        cells += [_fmt(k.get("pct_of_ceiling"), ".1f"), _fmt(k.get("speedup_vs_eager"), ".2f"), _fmt(k.get("speedup_vs_compile"), ".2f")]
+        cells += [_fmt(k.get("pct_of_ceiling"), ".1f"), speedup_text(k, "speedup_vs_eager"), speedup_text(k, "speedup_vs_compile")]
         body.append(cells)
     return head, body
 
