@@ -242,3 +242,32 @@ def test_count_measurements_counts_training_steps():
     fwd = benchmark.count_measurements(k, "cpu", dtypes=[torch.float32], sizes=[(10,)])
     both = benchmark.count_measurements(k, "cpu", dtypes=[torch.float32], sizes=[(10,)], backward=True)
     assert (fwd, both) == (6, 9)  # relu_scale and relu_scale_backward x 3 providers, + relu_scale's step x 3
+
+
+class _CallTimer:
+    """Each sample is the function's return value: a replay of k calls returns k times a call's seconds."""
+
+    method = "synthetic"
+    flush_warmup = False
+
+    def samples(self, fn, n, flush=True):
+        return [fn() for _ in range(n)]
+
+
+@pytest.mark.parametrize("in_turns", [True, False])
+def test_graph_replays_are_timed_in_turns_a_call_at_a_time_and_a_failing_replay_fails_its_row_only(in_turns):
+    s = benchmark.Session("cpu", env=results.environment("cpu"), ceiling=1e9, in_turns=in_turns)
+    s.timer = _CallTimer()
+
+    def broken():
+        raise RuntimeError("replay failed")
+
+    replays = {"kwb": (lambda: 100 * 2e-6, 100), "eager": (lambda: 50 * 3e-6, 50)}
+    stats = benchmark._replay_stats(replays, s)
+    assert stats["kwb"].median == pytest.approx(2e-6) and stats["eager"].median == pytest.approx(3e-6)
+    assert bool(stats["kwb"].rounds) == in_turns  # paired by round only when timed in turns
+    if in_turns:
+        assert set(stats["eager"].rounds) <= set(stats["kwb"].rounds)
+    stats = benchmark._replay_stats({**replays, "torch.compile": (broken, 10)}, s)
+    assert stats["torch.compile"] == "RuntimeError: replay failed"
+    assert stats["kwb"].median == pytest.approx(2e-6) and stats["eager"].median == pytest.approx(3e-6)

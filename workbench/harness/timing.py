@@ -356,6 +356,11 @@ def measure_interleaved(fns: dict[str, Callable[[], object]], timer: Timer, budg
     return {name: summarize(s, timer.method, others, rounds_of[name]) for name, s in samples.items()}
 
 
+def per_call(stats: Stats, calls: int) -> Stats:
+    """stats of a function that makes `calls` calls (a CUDA graph's replay), as seconds a call."""
+    return summarize([x / calls for x in stats.samples], stats.method, stats.busy, stats.rounds)
+
+
 def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
     """One CUDA graph holding every call in `calls`, returned as a function that replays it.
 
