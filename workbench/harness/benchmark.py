@@ -383,11 +383,7 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
                 s.seconds["launches"] += time.perf_counter() - started
     started = time.perf_counter()
     try:
-        with torch.no_grad():
-            stats = timing.measure_interleaved(fns, s.timer, **s.limits)
-            if any(timing.distrust(st) for st in stats.values()):
-                s.remeasured += len(fns)
-                stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+        stats = _measured_in_turns(fns, s)
     except Exception:  # noqa: BLE001 - a provider that raised while timed: each timed alone, so only its row says so
         stats = {}
         for provider, fn in fns.items():
@@ -405,6 +401,16 @@ def _time_together(case: Case, providers: dict[str, Callable], plan: Plan, refs:
     ordered += _small_case_graph_rows(case, {p: (providers[p], st.median) for p, st in stats.items()}, plan, graphs)
     _add_speedups(ordered, vendor)
     return ordered
+
+
+def _measured_in_turns(fns: dict[str, Callable[[], object]], s: Session) -> dict[str, timing.Stats]:
+    """timing.measure_interleaved, once more where any provider's samples are not to be trusted."""
+    with torch.no_grad():
+        stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+        if any(timing.distrust(st) for st in stats.values()):
+            s.remeasured += len(fns)
+            stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+    return stats
 
 
 def _measured(fn: Callable[[], object], s: Session, per_call: float = 1.0) -> timing.Stats:
@@ -475,11 +481,8 @@ def _replay_stats(replays: dict[str, tuple[Callable[[], None], int]], s: Session
     if s.in_turns and len(replays) > 1:
         fns = {p: replay for p, (replay, _) in replays.items()}
         # a replay that raised: each is timed alone below, so only its row says so
-        with contextlib.suppress(Exception), torch.no_grad():
-            stats = timing.measure_interleaved(fns, s.timer, **s.limits)
-            if any(timing.distrust(st) for st in stats.values()):
-                s.remeasured += len(fns)
-                stats = timing.measure_interleaved(fns, s.timer, **s.limits)
+        with contextlib.suppress(Exception):
+            stats = _measured_in_turns(fns, s)
             return {p: timing.per_call(stats[p], k) for p, (_, k) in replays.items()}
     out: dict[str, timing.Stats | str] = {}
     for provider, (replay, k) in replays.items():
