@@ -109,3 +109,15 @@ def test_the_report_counts_rows_by_standing_and_names_those_behind():
                                            "4 ahead, 0 level, 0 behind (95% intervals of the speedups)")
     bare = dict(_row("unknown", 0.9, None, None), speedup_vs_eager_lo=None, speedup_vs_eager_hi=None)
     assert render.standings_markdown([bare]) == "" and render.standings_line([bare]) == ""
+
+
+def test_a_side_with_fewer_rounds_keeps_every_sample_of_the_other_in_the_draws():
+    # kwb timed in 20 rounds, eager in every 4th: eager's 5 rounds are shared, and kwb's other 15
+    # samples (all slow here) must still count, as they count in the speedup's median
+    rng = random.Random(11)
+    kwb = [1e-3 * (1 + 0.01 * rng.random()) if r % 4 == 0 else 1.5e-3 * (1 + 0.01 * rng.random()) for r in range(20)]
+    mine = timing.summarize(kwb, "synthetic", rounds=range(20))
+    base = timing.summarize([1.2e-3 * (1 + 0.01 * rng.random()) for _ in range(5)], "synthetic", rounds=range(0, 20, 4))
+    lo, hi = intervals.speedup_interval(base, mine)
+    assert lo <= base.median / mine.median <= hi
+    assert hi < 1  # kwb's median is a slow sample: behind, though faster in every shared round

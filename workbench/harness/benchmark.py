@@ -480,10 +480,11 @@ def _replay_stats(replays: dict[str, tuple[Callable[[], None], int]], s: Session
     error's text instead."""
     if s.in_turns and len(replays) > 1:
         fns = {p: replay for p, (replay, _) in replays.items()}
-        # a replay that raised: each is timed alone below, so only its row says so
-        with contextlib.suppress(Exception):
+        try:
             stats = _measured_in_turns(fns, s)
             return {p: timing.per_call(stats[p], k) for p, (_, k) in replays.items()}
+        except Exception as e:  # noqa: BLE001 - a replay that raised: each timed alone below, so only its row says so
+            notices.once("bench-replays-in-turns", f"kwb bench: graph replays timed one after the other: {error_text(e)}")
     out: dict[str, timing.Stats | str] = {}
     for provider, (replay, k) in replays.items():
         try:

@@ -7,8 +7,9 @@ level: it holds 1; ahead: its bottom is above 1).
 Samples timed in turns (timing.measure_interleaved) share rounds: what drifted during a round
 (other processes on a 2-core CPU, a GPU's clocks) drifted for both, so whole rounds are
 resampled, each function's samples of the round together (a block bootstrap, which keeps the
-pairing). Samples timed one after the other (CUDA-graph replays, `--one-by-one`) are resampled
-each on their own. The interval is the percentile interval of the ratio over RESAMPLES draws; a
+pairing); a side that sat a round out (it takes fewer samples than the other) weighs nothing
+there, and a draw of none of its rounds is left out. Samples timed one after the other
+(`--one-after-another`) are resampled each on their own. The interval is the percentile interval of the ratio over RESAMPLES draws; a
 draw's median is read off the sorted samples, each weighted by how often its
 round was drawn, so a draw is a few tensor operations (~2 ms for 1000 samples a side).
 """
@@ -34,7 +35,8 @@ def _weighted_medians(values: torch.Tensor, groups: torch.Tensor, counts: torch.
     last = values.numel() - 1
     below = (cumulative < half).sum(1).clamp(max=last)  # the first value whose weight reaches half
     above = (cumulative <= half).sum(1).clamp(max=last)  # the first that passes it
-    return (values[below] + values[above]) / 2
+    medians = (values[below] + values[above]) / 2
+    return medians.masked_fill(half.squeeze(1) == 0, float("nan"))  # a draw of none of this side's rounds
 
 
 def _draws(rounds: int, generator: torch.Generator) -> torch.Tensor:
@@ -56,15 +58,13 @@ def speedup_interval(base: Stats, mine: Stats, level: float = LEVEL) -> tuple[fl
     if len(base.samples) < MIN_SAMPLES or len(mine.samples) < MIN_SAMPLES:
         return None
     generator = torch.Generator().manual_seed(SEED)
-    shared = sorted(set(base.rounds) & set(mine.rounds))
+    shared = set(base.rounds) & set(mine.rounds)
     if len(shared) >= MIN_ROUNDS and len(base.rounds) == len(base.samples) and len(mine.rounds) == len(mine.samples):
-        index = {r: i for i, r in enumerate(shared)}
-        sides = []
-        for stats in (base, mine):
-            kept = [(s, index[r]) for s, r in zip(stats.samples, stats.rounds) if r in index]
-            sides.append(_sorted([s for s, _ in kept], [g for _, g in kept]))
-        counts = _draws(len(shared), generator)
-        medians = [_weighted_medians(values, groups, counts) for values, groups in sides]
+        # every round either side took is drawn (a side with fewer samples sits some rounds out),
+        # so each side's draws hold all its samples, as the medians the speedup is made of
+        index = {r: i for i, r in enumerate(sorted(set(base.rounds) | set(mine.rounds)))}
+        counts = _draws(len(index), generator)
+        medians = [_weighted_medians(*_sorted(st.samples, [index[r] for r in st.rounds]), counts) for st in (base, mine)]
     else:  # unpaired: each sample a round of its own, each side drawn apart
         medians = []
         for stats in (base, mine):
@@ -73,7 +73,7 @@ def speedup_interval(base: Stats, mine: Stats, level: float = LEVEL) -> tuple[fl
             medians.append(_weighted_medians(values, groups, _draws(n, generator)))
     ratios = medians[0] / medians[1]
     tail = (1 - level) / 2
-    lo, hi = torch.quantile(ratios, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    lo, hi = torch.nanquantile(ratios, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
     return lo, hi
 
 
