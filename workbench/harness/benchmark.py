@@ -452,8 +452,8 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
     """Replays of a CUDA graph of k calls per provider, rotating over enough input copies that
     together they overflow the L2 (up to MAX_INPUT_COPIES), so the data still comes from HBM;
     every provider's graph captured first, then the replays timed in turns where the session
-    times in turns (one after the other, compile's replays of 2^20 floats ran 2.7% ahead of kwb's
-    in both of two full runs on the H100, where in turns round 16 had them level)."""
+    times in turns (one after the other, torch.compile's replays of vector_add at 2^20 floats ran
+    2.7% ahead of kwb's and eager's in two H100 full runs; timed in turns, within 0.1-0.4%)."""
     s = plan.session
     copies = max(1, min(MAX_INPUT_COPIES, math.ceil(2 * s.l2 / max(case.nbytes or 1, 1))))
     sets = [case.args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args) for _ in range(copies - 1)]
