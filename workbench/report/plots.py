@@ -408,8 +408,21 @@ def check_errors(source) -> Figure:
     return fig
 
 
+def _to_palette(path: Path) -> None:
+    """Rewrite a PNG in 256 colours: a plot's flat fills and anti-aliased text lose nothing a
+    reader sees, and the file shrinks to ~40% (a full report's speedup.png: 868 KB -> 333 KB),
+    which keeps the results the repository holds small enough to travel."""
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        rgba = image.convert("RGBA")
+    flat = Image.new("RGB", rgba.size, "white")
+    flat.paste(rgba, mask=rgba.getchannel("A"))
+    flat.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+
+
 def save(fig: Figure, stem) -> list[Path]:
-    """Write fig as <stem>.png (150 dpi) and <stem>.svg; returns both paths."""
+    """Write fig as <stem>.png (150 dpi, 256 colours) and <stem>.svg; returns both paths."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
@@ -420,6 +433,8 @@ def save(fig: Figure, stem) -> list[Path]:
         # SVG text stays text (searchable, a third of the size) rather than glyph outlines.
         with matplotlib.rc_context({"svg.fonttype": "none"}):
             fig.savefig(path, **extra)
+        if ext == ".png":
+            _to_palette(path)
         paths.append(path)
         # the layout the PNG was drawn with holds for the SVG: solving it again was a third of a
         # save (4.3 of 15 s for a report's three figures on the 2-core machine)
