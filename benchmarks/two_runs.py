@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--against", choices=["compile", "eager"], default="compile")
     args = parser.parse_args(argv)
     for path in (args.first, args.second):
-        if not (path.exists() or path.with_name(path.name + ".gz").exists()):
+        if results.stored(path) is None:
             parser.error(f"{path}: no such bench.csv")
     first, second = kwb_rows(args.first), kwb_rows(args.second)
     found = behind_in_both(first, second, args.against)
