@@ -9,23 +9,25 @@ from collections.abc import Callable
 import torch
 
 
-def graph_replay(fn: Callable, inputs: tuple, calls: int) -> Callable[[], None]:
-    """A CUDA graph of `calls` calls of fn, rotating over enough copies of inputs that together
-    they overflow twice the L2 (as the harness's CUDA-graph rows do), returned as its replay."""
+def graph_replay(fn: Callable, inputs: tuple, calls: int, copies: int = 0) -> Callable[[], None]:
+    """A CUDA graph of `calls` calls of fn, rotating over `copies` copies of inputs (0: enough that
+    together they are twice the L2), returned as its replay. One copy keeps the inputs in the L2,
+    as a call on what the previous op just wrote finds them."""
     import math
 
     from workbench.harness import timing
 
     nbytes = sum(a.numel() * a.element_size() for a in inputs if isinstance(a, torch.Tensor)) or 1
     l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)
-    copies = max(1, min(calls, math.ceil(2 * l2 / nbytes)))
+    copies = max(1, min(calls, copies or math.ceil(2 * l2 / nbytes)))
     sets = [inputs] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs) for _ in range(copies - 1)]
     with torch.no_grad():
         return timing.graph_call([lambda s=sets[i % copies]: fn(*s) for i in range(calls)])
 
 
 def time_in_turns(variants: dict[str, Callable], inputs: tuple, seconds: float, case: str,
-                  flops: float | None = None, nbytes: float | None = None, graph_calls: int = 0) -> dict:
+                  flops: float | None = None, nbytes: float | None = None, graph_calls: int = 0,
+                  copies: int = 0) -> dict:
     """Times each variant on inputs in turns, about `seconds` of samples each (1000 samples at
     most, timing.MAX_SAMPLES), prints them fastest first
     (with TFLOP/s or GB/s where flops or nbytes is given) and returns name -> median seconds a call.
@@ -34,13 +36,14 @@ def time_in_turns(variants: dict[str, Callable], inputs: tuple, seconds: float, 
     from workbench.harness import timing
 
     if graph_calls:
-        calls = {name: graph_replay(fn, inputs, graph_calls) for name, fn in variants.items()}
+        calls = {name: graph_replay(fn, inputs, graph_calls, copies) for name, fn in variants.items()}
     else:
         calls = {name: (lambda fn=fn: fn(*inputs)) for name, fn in variants.items()}
     per = max(graph_calls, 1)
     with torch.no_grad():
         stats = timing.measure_interleaved(calls, timing.timer_for("cuda"), budget_s=seconds)
-    print(f"{case}, in turns" + (f", CUDA graphs of {graph_calls} calls" if graph_calls else "") + ":", flush=True)
+    print(f"{case}, in turns" + (f", CUDA graphs of {graph_calls} calls" if graph_calls else "")
+          + (f" over {copies} input copies" if graph_calls and copies else "") + ":", flush=True)
     for name, st in sorted(stats.items(), key=lambda kv: kv[1].median):
         median = st.median / per
         rate = (f" {flops / median / 1e12:6.1f} TFLOP/s" if flops else "") + \

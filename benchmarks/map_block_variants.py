@@ -170,6 +170,10 @@ def main() -> None:
     parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
                         help="then every variant, eager and torch.compile again in turns as CUDA-graph replays of "
                              f"{GRAPH_CALLS} calls, about S seconds of samples each")
+    parser.add_argument("--copies", default="0", metavar="LIST",
+                        help="with --in-turns: the input copies each graph rotates over, comma-separated, a round in "
+                             "turns each (0: twice the L2; 1: inputs kept in the L2; 'events': calls back to back)")
+    parser.add_argument("--turns-only", action="store_true", help="with --in-turns: skip timing each variant on its own")
     args = parser.parse_args()
     k = wb.load_inline("map_block_variants", cuda=CUDA, cpp=CPP, functions=["map_variant"])
     order = random.Random(0)
@@ -183,7 +187,8 @@ def main() -> None:
             a = torch.randn(n, device="cuda", generator=g).to(dtype)
             b = torch.randn(n, device="cuda", generator=g).to(dtype)
             for name, op, eager in OPS:
-                for i, (kind, block) in enumerate(order.sample(VARIANTS, len(VARIANTS))):
+                for i, (kind, block) in enumerate([] if args.turns_only and args.in_turns else
+                                                  order.sample(VARIANTS, len(VARIANTS))):
                     report = wb.bench(lambda x, y, op=op, block=block, kind=KINDS[kind]: k.map_variant(x, y, op, block, kind),
                                       eager, inputs=[(a, b)], name=name, label=f"{kind} {block}",
                                       baselines="eager,compile" if i == 0 else "none",
@@ -198,8 +203,11 @@ def main() -> None:
                              for kind, block in VARIANTS}
                     turns.update({"eager": eager, "torch.compile": torch.compile(eager, fullgraph=True, dynamic=False)})
                     turns["torch.compile"](a, b)  # compiled here, not in the timed calls' first
-                    time_in_turns(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",
-                                  nbytes=3 * n * a.element_size(), graph_calls=GRAPH_CALLS)
+                    for how in (c for c in args.copies.split(",") if c):
+                        events = how == "events"
+                        time_in_turns(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",
+                                      nbytes=3 * n * a.element_size(), graph_calls=0 if events else GRAPH_CALLS,
+                                      copies=0 if events else int(how))
 
 
 if __name__ == "__main__":

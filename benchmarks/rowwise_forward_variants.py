@@ -161,6 +161,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
+from in_turns import time_in_turns
 
 import workbench as wb
 
@@ -783,6 +784,7 @@ OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 VARIANTS = tuple(range(27))
+GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
 # The references are the specs' expressions (kernels/*/spec.py): what `kwb run` times under
@@ -901,6 +903,12 @@ def main() -> None:
     parser.add_argument("--once", action="store_true",
                         help="launch each variant and torch.compile's kernel once a case, for a profiler; nothing timed")
     parser.add_argument("--no-compile", action="store_true", help="with --once: leave torch.compile's kernel out")
+    parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
+                        help="then the variants, eager and torch.compile again in turns, about S seconds of samples each")
+    parser.add_argument("--copies", default="events,0", metavar="LIST",
+                        help="with --in-turns: how each round in turns is timed: 'events' (calls back to back on one "
+                             f"input), or N (CUDA-graph replays of {GRAPH_CALLS} calls over N input copies; 0: twice the L2)")
+    parser.add_argument("--turns-only", action="store_true", help="with --in-turns: skip timing each variant on its own")
     args = parser.parse_args()
     ops = [o for o in args.ops.split(",") if o]
     dtypes = [DTYPES[d] for d in args.dtypes.split(",") if d]
@@ -922,6 +930,7 @@ def main() -> None:
                         torch.compile(REFERENCES[op], fullgraph=True, dynamic=False)(*inputs)
                     torch.cuda.synchronize()
                     continue
+                checked = {}
                 for v in variants:
                     try:
                         got = (shipped(kernels, op, stats=True) if v == 0 else variant(k, op, v, stats=True))(*inputs)
@@ -934,7 +943,9 @@ def main() -> None:
                         print(f"{op:>9} {dtype!s:>14} {shape:>10} v{v} WRONG, not timed: {str(e).strip().splitlines()[0]}",
                               flush=True)
                         continue
-                    fn = shipped(kernels, op) if v == 0 else variant(k, op, v)
+                    fn = checked[f"v{v}"] = shipped(kernels, op) if v == 0 else variant(k, op, v)
+                    if args.turns_only and args.in_turns:
+                        continue
                     report = wb.bench(fn, REFERENCES[op], inputs=[inputs], name=f"{op} forward variant {v}",
                                       label=f"{op} fwd variant {v}", baselines="eager,compile" if v == 0 else "none",
                                       bytes_moved=bytes_moved(op, rows, cols, dtype),
@@ -944,6 +955,15 @@ def main() -> None:
                               f"{r['pct_of_ceiling'] or 0:5.1f}%  {r['status']}", flush=True)
                     if args.out:
                         report.save(args.out)
+                if args.in_turns:
+                    checked.update({"eager": REFERENCES[op],
+                                    "torch.compile": torch.compile(REFERENCES[op], fullgraph=True, dynamic=False)})
+                    checked["torch.compile"](*inputs)  # compiled here, not in the timed calls' first
+                    for how in (c for c in args.copies.split(",") if c):
+                        events = how == "events"
+                        time_in_turns(checked, inputs, args.in_turns, f"{op} {shape} {str(dtype).removeprefix('torch.')}",
+                                      nbytes=bytes_moved(op, rows, cols, dtype), graph_calls=0 if events else GRAPH_CALLS,
+                                      copies=0 if events else int(how))
 
 
 if __name__ == "__main__":
