@@ -2,6 +2,9 @@
 capture it: k calls over input copies) replayed under torch.profiler, and the trace's kernels split
 into each kernel's own duration and the gap from one kernel's end to the next one's start.
 
+The graphs are captured kwb, eager, torch.compile, then kwb's again, then kwb's and compile's in
+one shared memory pool, and timed in turns as well.
+
 Timed in turns, torch.compile's graphs of fp32 two-input maps at 2^20 ran 2.5-3% ahead of every kwb
 shape and of eager's ATen add, with the inputs from HBM; under ncu, one launch at a time with the L2
 flushed, the kernels took the same time. Whether the replays' difference is in the kernels or
@@ -43,10 +46,10 @@ def providers_of(kernel_name: str, op_name: str, dtype: torch.dtype, size: tuple
     return fns, args
 
 
-def replay_of(fn, args: tuple, calls: int, copies: int):
-    sets = [args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args) for _ in range(copies - 1)]
+def replay_of(fn, sets: list[tuple], calls: int, pool=None):
+    picked = [sets[i % len(sets)] for i in range(calls)]
     with torch.no_grad():
-        return timing.graph_call([lambda s=sets[i % copies]: fn(*s) for i in range(calls)])
+        return timing.graph_call([lambda s=s: fn(*s) for s in picked], pool)
 
 
 def kernel_spans(replay, replays: int) -> list[tuple[float, float, str]]:
@@ -85,6 +88,7 @@ def main() -> None:
     parser.add_argument("--copies", default="1,32", help="input copies each graph rotates over, comma-separated")
     parser.add_argument("--calls", type=int, default=200, help="calls a graph holds")
     parser.add_argument("--replays", type=int, default=5, help="replays profiled a graph")
+    parser.add_argument("--seconds", type=float, default=0.5, help="then the replays timed in turns, about this long each")
     parser.add_argument("--out", help="write DIR/graph_timeline.json")
     args = parser.parse_args()
     found = []
@@ -93,15 +97,30 @@ def main() -> None:
         size = tuple(int(n) for n in size_text.lower().split("x"))
         fns, inputs = providers_of(kernel_name, op_name, getattr(torch, dtype_name), size)
         for copies in (int(c) for c in args.copies.split(",") if c):
-            replays = {name: replay_of(fn, inputs, args.calls, copies) for name, fn in fns.items()}
+            # captured in this order, kwb's twice: first and after torch.compile's, so a difference
+            # that follows the order of capture (each graph's memory pool) shows as kwb against kwb
+            # kwb's and compile's again in one memory pool, where their outputs land in the same block
+            sets = [inputs] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs) for _ in range(copies - 1)]
+            replays = {name: replay_of(fn, sets, args.calls) for name, fn in fns.items()}
+            replays["kwb, captured last"] = replay_of(fns["kwb"], sets, args.calls)
+            pool = torch.cuda.graph_pool_handle()
+            replays["kwb, shared pool"] = replay_of(fns["kwb"], sets, args.calls, pool)
+            replays["compile, shared pool"] = replay_of(fns["torch.compile"], sets, args.calls, pool)
             for turn in range(2):  # each provider profiled twice, in turns
                 for name, replay in replays.items():
                     s = summary(kernel_spans(replay, args.replays))
                     s.update(case=text, copies=copies, provider=name, turn=turn)
                     found.append(s)
-                    print(f"{text:40s} copies {copies:3d} {name:>14} kernel {s['duration_us']:7.3f} us "
+                    print(f"{text:40s} copies {copies:3d} {name:>20} kernel {s['duration_us']:7.3f} us "
                           f"(mean {s['duration_mean_us']:7.3f}) gap {s['gap_us']:6.3f} us (mean {s['gap_mean_us']:6.3f}) "
-                          f"period {s['period_us']:7.3f} us  {s['kernels']} kernels {s['names']}", flush=True)
+                          f"period {s['period_us']:7.3f} us  {s['kernels']} kernels {s['names'][0][:60]}", flush=True)
+            with torch.no_grad():
+                stats = timing.measure_interleaved(replays, timing.timer_for("cuda"), budget_s=args.seconds)
+            for name, st in stats.items():
+                found.append({"case": text, "copies": copies, "provider": name, "in_turns_us": st.median / args.calls * 1e6,
+                              "p20_us": st.p20 / args.calls * 1e6, "p80_us": st.p80 / args.calls * 1e6})
+                print(f"{text:40s} copies {copies:3d} {name:>20} in turns {st.median / args.calls * 1e6:7.3f} us a call "
+                      f"(p20 {st.p20 / args.calls * 1e6:.3f}, p80 {st.p80 / args.calls * 1e6:.3f})", flush=True)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "graph_timeline.json").write_text(json.dumps(found, indent=1))

@@ -459,12 +459,13 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
     sets = [case.args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args) for _ in range(copies - 1)]
     rows: dict[str, dict] = {}
     replays: dict[str, tuple[Callable[[], None], int]] = {}
+    pool = torch.cuda.graph_pool_handle()  # every provider's outputs in one pool: the same addresses
     for provider, (fn, seconds) in providers.items():
         try:
             with torch.no_grad():
                 k = max(copies, min(2000, int(GRAPH_CALLS_S / max(seconds, 1e-7))))
                 k = math.ceil(k / copies) * copies
-                replays[provider] = (timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)]), k)
+                replays[provider] = (timing.graph_call([functools.partial(fn, *sets[i % copies]) for i in range(k)], pool), k)
         except Exception as e:  # noqa: BLE001 - any capture failure fails this row, not the run
             rows[provider] = _row(case, provider, "cuda_graph", None, plan,
                                   status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}")

@@ -361,11 +361,12 @@ def per_call(stats: Stats, calls: int) -> Stats:
     return summarize([x / calls for x in stats.samples], stats.method, stats.busy, stats.rounds)
 
 
-def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
+def graph_call(calls: Sequence[Callable[[], object]], pool=None) -> Callable[[], None]:
     """One CUDA graph holding every call in `calls`, returned as a function that replays it.
 
     The calls are warmed up on a side stream first, as capture requires; the graph owns the
-    memory its calls allocate."""
+    memory its calls allocate, in a pool of its own, or in `pool` (torch.cuda.graph_pool_handle())
+    shared with other graphs that are never replayed at the same time."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -373,7 +374,7 @@ def graph_call(calls: Sequence[Callable[[], object]]) -> Callable[[], None]:
             c()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, pool=pool):
         for c in calls:
             c()
     torch.cuda.synchronize()
