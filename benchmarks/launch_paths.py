@@ -1,0 +1,97 @@
+"""One fp32 add at 2^20 elements, the same work by five paths, as CUDA-graph replays timed in turns:
+whether torch.compile's lead on the two-input maps comes from its code or from how it is built and
+launched.
+
+    kwb                   the shipped vector_add (nvcc, sm_90, launched by the CUDA runtime)
+    torch.compile         Inductor's Triton kernel (sm_90a, launched by the driver)
+    nvrtc sm_90           Inductor's shape in CUDA C++ (1024 floats a 128-thread block, two
+                          16-byte vectors a thread 512 floats apart), NVRTC, launched by the driver
+    nvrtc sm_90a          the same for sm_90a
+    inductor ptx          Inductor's own PTX for this add (saved at 2026-11-28, torch 2.11), loaded
+                          by cuModuleLoadData and launched by kwb's driver calls: Triton's code,
+                          kwb's launch
+
+Timed in turns over 32 input copies (the inputs from HBM, 2.5-3% apart on the H100) and over 1
+(the L2). If "inductor ptx" runs with compile, the code is what differs; if with kwb, the launch.
+
+    python benchmarks/launch_paths.py [--copies 32,1] [--seconds 0.5]          # a CUDA GPU
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+from pathlib import Path
+
+import torch
+from in_turns import time_in_turns
+
+import workbench as wb
+from workbench.jit import cuda_driver as drv
+
+N = 1 << 20
+PTX = (Path(__file__).parent / "results/nvidia-h100-80gb-hbm3/2026-11-28-map-variants/inductor_ptx/"
+       "DT72WFQF6NHWIZJDXJ44YQ2DEY6O2QBJHRZZCOY2CAX5YXCRZWNQ_triton_poi_fused_add_0.ptx")
+
+SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(128) add_x2(const float4* __restrict__ a, const float4* __restrict__ b,
+                                                         float4* __restrict__ out) {
+  const unsigned i = blockIdx.x * 256 + threadIdx.x;  // in float4s: 1024 floats a block
+  const float4 a0 = a[i], a1 = a[i + 128], b0 = b[i], b1 = b[i + 128];
+  out[i] = make_float4(a0.x + b0.x, a0.y + b0.y, a0.z + b0.z, a0.w + b0.w);
+  out[i + 128] = make_float4(a1.x + b1.x, a1.y + b1.y, a1.z + b1.z, a1.w + b1.w);
+}
+"""
+
+
+def nvrtc_add(arch: str):
+    k = wb.cuda_kernel(SOURCE, "add_x2", arch=arch)
+
+    def add(a, b):
+        out = torch.empty_like(a)
+        k((N // 1024,), (128,), (a, b, out))
+        return out
+    return add
+
+
+def ptx_add():
+    """Inductor's PTX, launched as Triton launches it: (in0, in1, out, xnumel, two scratch pointers)."""
+    device = torch.cuda.current_device()
+    with drv.on_device(device):
+        module = drv.load_module(PTX.read_bytes() + b"\0")
+        func = drv.get_function(module, "triton_poi_fused_add_0")
+    lib = drv.library()
+
+    def add(a, b):
+        out = torch.empty_like(a)
+        args = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()), ctypes.c_void_p(out.data_ptr()),
+                ctypes.c_uint32(N), ctypes.c_void_p(0), ctypes.c_void_p(0)]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p) for x in args])
+        stream = torch.cuda.current_stream().cuda_stream
+        with drv.on_device(device):
+            drv.check(lib.cuLaunchKernel(func, N // 1024, 1, 1, 128, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+        return out
+    add.module = module  # kept loaded while add lives
+    return add
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--copies", default="32,1", help="input copies each graph rotates over, comma-separated")
+    parser.add_argument("--seconds", type=float, default=0.5, help="samples in turns, about this long each")
+    args = parser.parse_args()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(N, device="cuda", generator=g)
+    b = torch.randn(N, device="cuda", generator=g)
+    fns = {"kwb": wb.load("vector_add").vector_add,
+           "torch.compile": torch.compile(lambda x, y: x + y, fullgraph=True, dynamic=False),
+           "nvrtc sm_90": nvrtc_add("9.0"), "nvrtc sm_90a": nvrtc_add("9.0a"), "inductor ptx": ptx_add()}
+    want = a + b
+    for name, fn in fns.items():
+        torch.testing.assert_close(fn(a, b), want, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
+    for copies in (int(c) for c in args.copies.split(",") if c):
+        time_in_turns(fns, (a, b), args.seconds, f"add float32 2^20 ({copies} input copies)", nbytes=3 * N * 4,
+                      graph_calls=200, copies=copies)
+
+
+if __name__ == "__main__":
+    main()
