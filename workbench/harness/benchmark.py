@@ -459,7 +459,10 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
     sets = [case.args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args) for _ in range(copies - 1)]
     rows: dict[str, dict] = {}
     replays: dict[str, tuple[Callable[[], None], int]] = {}
-    pool = torch.cuda.graph_pool_handle()  # every provider's outputs in one pool: the same addresses
+    # one memory pool for every provider's graph: their outputs at the same addresses, one pool's
+    # memory rather than one each (capturing kwb's last, or in a shared pool, moved no row: 2.70 /
+    # 2.70 / 2.71 us, benchmarks/graph_timeline.py, H200)
+    pool = torch.cuda.graph_pool_handle()
     for provider, (fn, seconds) in providers.items():
         try:
             with torch.no_grad():
