@@ -7,9 +7,15 @@ launched.
     nvrtc sm_90           Inductor's shape in CUDA C++ (1024 floats a 128-thread block, two
                           16-byte vectors a thread 512 floats apart), NVRTC, launched by the driver
     nvrtc sm_90a          the same for sm_90a
+    triton                the add in Triton, launched by Triton
+    triton cubin, ...     its cubin (Triton's ptxas) launched by kwb's driver calls
     inductor ptx          Inductor's own PTX for this add (saved at 2026-11-28, torch 2.11), loaded
                           by cuModuleLoadData and launched by kwb's driver calls: Triton's code,
                           kwb's launch
+
+Each provider's output addresses are counted as its graph is captured (how many buffers its calls
+write in turn), and kwb's is also run holding its last two outputs, so each call writes another
+buffer than the call before.
 
 Timed in turns over 32 input copies (the inputs from HBM, 2.5-3% apart on the H100) and over 1
 (the L2). If "inductor ptx" runs with compile, the code is what differs; if with kwb, the launch.
@@ -74,6 +80,70 @@ def ptx_add():
     return add
 
 
+def triton_adds():
+    """The add written in Triton (Inductor's block of 1024, 4 warps), launched by Triton's own
+    launcher, and its cubin (Triton's ptxas) launched by kwb's driver calls."""
+    import re
+
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(a_ptr + offs) + tl.load(b_ptr + offs))
+
+    def by_triton(a, b):
+        out = torch.empty_like(a)
+        add_kernel[(N // 1024,)](a, b, out, BLOCK=1024, num_warps=4)
+        return out
+
+    x = torch.zeros(N, device="cuda")
+    compiled = add_kernel[(N // 1024,)](x, x, x, BLOCK=1024, num_warps=4)
+    entry = compiled.asm["ptx"].split(".entry", 1)[1].split(")", 1)[0]
+    kinds = re.findall(r"\.param \.(\w+)", entry)
+    device = torch.cuda.current_device()
+    with drv.on_device(device):
+        module = drv.load_module(compiled.asm["cubin"])
+        func = drv.get_function(module, compiled.metadata.name)
+    lib = drv.library()
+
+    def by_driver(a, b):
+        out = torch.empty_like(a)
+        args = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()), ctypes.c_void_p(out.data_ptr())]
+        args += [ctypes.c_void_p(0)] * (len(kinds) - 3)  # Triton's scratch pointers
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in args])
+        with drv.on_device(device):
+            drv.check(lib.cuLaunchKernel(func, N // 1024, 1, 1, 128, 1, 1, compiled.metadata.shared,
+                                         torch.cuda.current_stream().cuda_stream, params, None), "cuLaunchKernel")
+        return out
+    by_driver.module = module
+    print(f"triton's add: params {kinds}, shared {compiled.metadata.shared}, registers {getattr(compiled, 'n_regs', '?')}", flush=True)
+    return by_triton, by_driver
+
+
+def recording(fn, seen: set):
+    """fn, noting the address of every output it returns (during a graph's capture: the
+    addresses its replays write)."""
+    def call(*args):
+        out = fn(*args)
+        seen.add(out.data_ptr())
+        return out
+    return call
+
+
+def holding(fn, keep: int):
+    """fn with its last `keep` outputs held, so that each call writes a buffer the last one did not."""
+    held = []
+
+    def call(*args):
+        out = fn(*args)
+        held.append(out)
+        del held[:-keep]
+        return out
+    return call
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", default="32,1", help="input copies each graph rotates over, comma-separated")
@@ -85,12 +155,19 @@ def main() -> None:
     fns = {"kwb": wb.load("vector_add").vector_add,
            "torch.compile": torch.compile(lambda x, y: x + y, fullgraph=True, dynamic=False),
            "nvrtc sm_90": nvrtc_add("9.0"), "nvrtc sm_90a": nvrtc_add("9.0a"), "inductor ptx": ptx_add()}
+    fns["triton"], fns["triton cubin, kwb launch"] = triton_adds()
     want = a + b
     for name, fn in fns.items():
         torch.testing.assert_close(fn(a, b), want, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
+    addresses = {name: set() for name in fns}
+    fns = {name: recording(fn, addresses[name]) for name, fn in fns.items()}
     for copies in (int(c) for c in args.copies.split(",") if c):
+        for seen in addresses.values():
+            seen.clear()
         time_in_turns(fns, (a, b), args.seconds, f"add float32 2^20 ({copies} input copies)", nbytes=3 * N * 4,
                       graph_calls=200, copies=copies)
+        print("  output buffers each graph's calls wrote: " +
+              ", ".join(f"{name} {len(seen)}" for name, seen in addresses.items()), flush=True)
 
 
 if __name__ == "__main__":
