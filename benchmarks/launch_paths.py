@@ -20,7 +20,7 @@ buffer than the call before.
 Timed in turns over 32 input copies (the inputs from HBM, 2.5-3% apart on the H100) and over 1
 (the L2). If "inductor ptx" runs with compile, the code is what differs; if with kwb, the launch.
 
-    python benchmarks/launch_paths.py [--copies 32,1] [--seconds 0.5]          # a CUDA GPU
+    python benchmarks/launch_paths.py [--copies 32,1] [--seconds 0.5] [--dump DIR]   # a CUDA GPU
 """
 from __future__ import annotations
 
@@ -144,10 +144,29 @@ def holding(fn, keep: int):
     return call
 
 
+def dump_graphs(fns: dict, a, b, folder: Path) -> None:
+    """Each provider's graph of 3 calls as CUDA writes it (cudaGraphDebugDotPrint, verbose): its
+    nodes, each kernel node's function, grid, block, shared memory and launch attributes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, fn in fns.items():
+        with torch.no_grad():
+            fn(a, b)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            graph.enable_debug_mode()
+            with torch.cuda.graph(graph):
+                for _ in range(3):
+                    fn(a, b)
+        path = folder / (name.replace(" ", "_").replace(",", "") + ".dot")
+        graph.debug_dump(str(path))
+        print(f"  {name}: graph written to {path}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--copies", default="32,1", help="input copies each graph rotates over, comma-separated")
     parser.add_argument("--seconds", type=float, default=0.5, help="samples in turns, about this long each")
+    parser.add_argument("--dump", type=Path, help="also write each provider's graph of 3 calls (CUDA's DOT) into DIR")
     args = parser.parse_args()
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(N, device="cuda", generator=g)
@@ -159,6 +178,8 @@ def main() -> None:
     want = a + b
     for name, fn in fns.items():
         torch.testing.assert_close(fn(a, b), want, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
+    if args.dump:
+        dump_graphs(fns, a, b, args.dump)
     addresses = {name: set() for name in fns}
     fns = {name: recording(fn, addresses[name]) for name, fn in fns.items()}
     for copies in (int(c) for c in args.copies.split(",") if c):
