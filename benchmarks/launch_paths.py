@@ -175,6 +175,7 @@ def main() -> None:
            "torch.compile": torch.compile(lambda x, y: x + y, fullgraph=True, dynamic=False),
            "nvrtc sm_90": nvrtc_add("9.0"), "nvrtc sm_90a": nvrtc_add("9.0a"), "inductor ptx": ptx_add()}
     fns["triton"], fns["triton cubin, kwb launch"] = triton_adds()
+    fns["kwb, 2 outputs held"] = holding(fns["kwb"], 2)
     want = a + b
     for name, fn in fns.items():
         torch.testing.assert_close(fn(a, b), want, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
