@@ -15,6 +15,8 @@
 #   inductor benchmarks/inductor_kernels.py: torch.compile's Triton kernels and chosen configs for the
 #           kernels in KWB_INDUCTOR_KERNELS (options in KWB_INDUCTOR_ARGS), into <run>/inductor/ (only when named)
 #   ncu     benchmarks/ncu_compare.py under Nsight Compute for each case in KWB_NCU_COMPARE (only when named)
+#   graphs  benchmarks/graph_timeline.py and launch_paths.py --dump: the graph rows' kernels, gaps,
+#           launch paths and CUDA's DOT of each provider's graph, into <run>/ (only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel (KWB_SANITIZE_NAMES: some), racecheck
 #           where shared memory is used (beside the GPU suite: both judge correctness only)
@@ -190,6 +192,17 @@ if wants ncu; then
     cp "$report" "$run_dir/" 2>/dev/null
   done
   fact ncu_s "$(since "$t")"
+fi
+
+if wants graphs; then
+  # where a CUDA-graph row's time goes: kernels and gaps (graph_timeline.py), one add by every
+  # launch path, and each path's graph as CUDA's DOT (launch_paths.py --dump)
+  t=$(now)
+  python benchmarks/graph_timeline.py --copies 32,1 --seconds 0.4 --out "$run_dir" > "$run_dir/graph_timeline.log" 2>&1
+  fact graph_timeline_rc "$?"
+  python benchmarks/launch_paths.py --copies 32,1 --seconds 0.4 --dump "$run_dir/graphs" > "$run_dir/launch_paths.log" 2>&1
+  fact launch_paths_rc "$?"
+  fact graphs_s "$(since "$t")"
 fi
 
 # The GPU suite and the sanitizer judge correctness only, so they share the machine (and its
