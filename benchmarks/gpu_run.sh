@@ -200,8 +200,11 @@ if wants graphs; then
   t=$(now)
   python benchmarks/graph_timeline.py --copies 32,1 --seconds 0.4 --out "$run_dir" > "$run_dir/graph_timeline.log" 2>&1
   fact graph_timeline_rc "$?"
-  python benchmarks/launch_paths.py --copies 32,1 --seconds 0.4 --dump "$run_dir/graphs" > "$run_dir/launch_paths.log" 2>&1
-  fact launch_paths_rc "$?"
+  for case in add rmsnorm; do
+    python benchmarks/launch_paths.py --case "$case" --copies 32,1 --seconds 0.4 --dump "$run_dir/graphs_$case" \
+      > "$run_dir/launch_paths_$case.log" 2>&1
+    fact "launch_paths_${case}_rc" "$?"
+  done
   fact graphs_s "$(since "$t")"
 fi
 

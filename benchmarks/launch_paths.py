@@ -17,10 +17,14 @@ Each provider's output addresses are counted as its graph is captured (how many 
 write in turn), and kwb's is also run holding its last two outputs, so each call writes another
 buffer than the call before.
 
+Also torch.compile's generated module with its `call` used directly ("inductor module": Inductor's
+launcher without Dynamo's and AOTAutograd's wrappers), and, with --case rmsnorm, the same three-way
+test for RMSNorm bf16 4096 x 1024 (kwb, torch.compile, Inductor's module).
+
 Timed in turns over 32 input copies (the inputs from HBM, 2.5-3% apart on the H100) and over 1
 (the L2). If "inductor ptx" runs with compile, the code is what differs; if with kwb, the launch.
 
-    python benchmarks/launch_paths.py [--copies 32,1] [--seconds 0.5] [--dump DIR]   # a CUDA GPU
+    python benchmarks/launch_paths.py [--case add|rmsnorm] [--copies 32,1] [--seconds 0.5] [--dump DIR]
 """
 from __future__ import annotations
 
@@ -122,6 +126,33 @@ def triton_adds():
     return by_triton, by_driver
 
 
+def inductor_module(eager, inputs: tuple):
+    """torch.compile's generated module for eager on inputs, its `call` used directly: Inductor's
+    kernels and launcher without Dynamo's and AOTAutograd's wrappers around them."""
+    from torch._inductor import config
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.utils import run_and_get_code
+
+    with config.patch(fx_graph_cache=False):  # a cache hit would skip the code generation it records
+        _, codes = run_and_get_code(torch.compile(eager, fullgraph=True, dynamic=False), *inputs)
+    module = PyCodeCache.load(codes[-1])
+    tensors = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+
+    def call(*args):
+        return module.call([args[i] for i in tensors])[0]
+    return call
+
+
+def rmsnorm_paths() -> tuple[dict, tuple, int]:
+    """RMSNorm bf16 4096 x 1024 as the harness times it (kwb, torch.compile), and Inductor's module
+    called directly; with its inputs and bytes."""
+    from graph_timeline import providers_of
+
+    fns, inputs = providers_of("rmsnorm", "rmsnorm", torch.bfloat16, (4096, 1024))
+    fns["inductor module"] = inductor_module(fns.pop("eager"), inputs)
+    return fns, inputs, (2 * 4096 * 1024 + 1024) * 2
+
+
 def recording(fn, seen: set):
     """fn, noting the address of every output it returns (during a graph's capture: the
     addresses its replays write)."""
@@ -144,30 +175,26 @@ def holding(fn, keep: int):
     return call
 
 
-def dump_graphs(fns: dict, a, b, folder: Path) -> None:
+def dump_graphs(fns: dict, inputs: tuple, folder: Path) -> None:
     """Each provider's graph of 3 calls as CUDA writes it (cudaGraphDebugDotPrint, verbose): its
     nodes, each kernel node's function, grid, block, shared memory and launch attributes."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, fn in fns.items():
         with torch.no_grad():
-            fn(a, b)
+            fn(*inputs)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             graph.enable_debug_mode()
             with torch.cuda.graph(graph):
                 for _ in range(3):
-                    fn(a, b)
+                    fn(*inputs)
         path = folder / (name.replace(" ", "_").replace(",", "") + ".dot")
         graph.debug_dump(str(path))
         print(f"  {name}: graph written to {path}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--copies", default="32,1", help="input copies each graph rotates over, comma-separated")
-    parser.add_argument("--seconds", type=float, default=0.5, help="samples in turns, about this long each")
-    parser.add_argument("--dump", type=Path, help="also write each provider's graph of 3 calls (CUDA's DOT) into DIR")
-    args = parser.parse_args()
+def add_paths() -> tuple[dict, tuple, int]:
+    """The fp32 add at 2^20 by every path above, its inputs and bytes."""
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(N, device="cuda", generator=g)
     b = torch.randn(N, device="cuda", generator=g)
@@ -175,18 +202,33 @@ def main() -> None:
            "torch.compile": torch.compile(lambda x, y: x + y, fullgraph=True, dynamic=False),
            "nvrtc sm_90": nvrtc_add("9.0"), "nvrtc sm_90a": nvrtc_add("9.0a"), "inductor ptx": ptx_add()}
     fns["triton"], fns["triton cubin, kwb launch"] = triton_adds()
+    fns["inductor module"] = inductor_module(lambda x, y: x + y, (a, b))
     fns["kwb, 2 outputs held"] = holding(fns["kwb"], 2)
-    want = a + b
-    for name, fn in fns.items():
-        torch.testing.assert_close(fn(a, b), want, rtol=0, atol=0, msg=lambda m, name=name: f"{name}: {m}")
+    return fns, (a, b), 3 * N * 4
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--case", choices=("add", "rmsnorm"), default="add",
+                        help="add: the fp32 add at 2^20 by every path; rmsnorm: bf16 4096 x 1024 by kwb, "
+                             "torch.compile and Inductor's module called directly")
+    parser.add_argument("--copies", default="32,1", help="input copies each graph rotates over, comma-separated")
+    parser.add_argument("--seconds", type=float, default=0.5, help="samples in turns, about this long each")
+    parser.add_argument("--dump", type=Path, help="also write each provider's graph of 3 calls (CUDA's DOT) into DIR")
+    args = parser.parse_args()
+    fns, inputs, nbytes = add_paths() if args.case == "add" else rmsnorm_paths()
+    with torch.no_grad():
+        want = fns["torch.compile"](*inputs)
+        for name, fn in fns.items():
+            torch.testing.assert_close(fn(*inputs), want, msg=lambda m, name=name: f"{name}: {m}")
     if args.dump:
-        dump_graphs(fns, a, b, args.dump)
+        dump_graphs(fns, inputs, args.dump)
     addresses = {name: set() for name in fns}
     fns = {name: recording(fn, addresses[name]) for name, fn in fns.items()}
     for copies in (int(c) for c in args.copies.split(",") if c):
         for seen in addresses.values():
             seen.clear()
-        time_in_turns(fns, (a, b), args.seconds, f"add float32 2^20 ({copies} input copies)", nbytes=3 * N * 4,
+        time_in_turns(fns, inputs, args.seconds, f"{args.case} ({copies} input copies)", nbytes=nbytes,
                       graph_calls=200, copies=copies)
         print("  output buffers each graph's calls wrote: " +
               ", ".join(f"{name} {len(seen)}" for name, seen in addresses.items()), flush=True)
