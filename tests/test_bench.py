@@ -200,6 +200,18 @@ def test_bad_arguments_are_named(kwargs, message, session):
         wb.bench("relu_scale", device="cpu", session=session, **kwargs)
 
 
+def test_a_step_row_gets_bandwidth_from_the_specs_step_bytes_and_the_forward_keeps_its_own(session):
+    report = wb.bench("polynomial_activation", device="cpu", ops=["polynomial_activation"], dtypes=["float32"],
+                      sizes=[(5000,)], session=session, seed=4, backward=True, baselines="eager")
+    assert report.ok, report.rows
+    for r in report.rows:
+        tensors = 5 if r["op"].endswith(" fwd+bwd") else 2  # step: x -> y, grad and x -> grad_x
+        nbytes = tensors * 5000 * 4
+        assert r["gbps"] == pytest.approx(nbytes / (r["median_us"] * 1e-6) / 1e9)
+        assert r["pct_of_ceiling"] == pytest.approx(100 * r["gbps"] / (session.ceiling / 1e9))
+    assert {r["op"] for r in report.rows} == {"polynomial_activation", "polynomial_activation fwd+bwd"}
+
+
 def test_timing_a_function_needs_inputs():
     with pytest.raises(ValueError, match="inputs: timing a function needs inputs="):
         wb.bench(lambda x: x, lambda x: x)
@@ -212,7 +224,8 @@ def test_training_steps_get_rows_of_their_own_beside_both_baselines(session):
     steps = {r["provider"]: r for r in report.rows if r["op"] == "relu_scale fwd+bwd"}
     assert set(steps) == {"kwb", "eager", "torch.compile"}
     for r in steps.values():
-        assert r["median_us"] > 0 and r["gbps"] is None  # the bytes model is the forward's, not the step's
+        # relu_scale's spec has no step_bytes (its steps move different bytes past 2^22): no GB/s
+        assert r["median_us"] > 0 and r["gbps"] is None and r["pct_of_ceiling"] is None
     assert steps["kwb"]["speedup_vs_compile"] == _speedup(steps["kwb"], steps["torch.compile"])
     plain = wb.bench("relu_scale", device="cpu", ops=["relu_scale"], dtypes=["float32"], sizes=[(4096,)],
                      session=session, seed=3, baselines="none")

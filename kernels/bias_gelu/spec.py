@@ -30,6 +30,7 @@ def inputs_for(approximate):
 
 
 bytes_moved = bytes_of(2, 1)  # read x and bias, write y
+step_bytes = bytes_of(5, 3)  # then read grad, x and bias, write grad_x and grad_bias
 # (5, 4096): the backward's one-launch path for 5-128 rows at its first length; (2053, 40): 10
 # and 5 column vectors (the forward's flat index mod a small divisor over many blocks) and the
 # backward's 4-row blocks, the last one short
@@ -39,9 +40,9 @@ SIZES = {"cuda": [(256, 4096), (8192, 8192)], "cpu": [(256, 1024), (1024, 4096)]
 
 SPEC = KernelSpec(
     ops=[
-        OpSpec("bias_gelu_tanh", reference, inputs_for("tanh"), bytes_moved=bytes_moved, grad_inputs=(0, 1), calls="bias_gelu",
+        OpSpec("bias_gelu_tanh", reference, inputs_for("tanh"), bytes_moved=bytes_moved, step_bytes=step_bytes, grad_inputs=(0, 1), calls="bias_gelu",
                tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES),
-        OpSpec("bias_gelu_erf", reference, inputs_for("none"), bytes_moved=bytes_moved, grad_inputs=(0, 1), calls="bias_gelu",
+        OpSpec("bias_gelu_erf", reference, inputs_for("none"), bytes_moved=bytes_moved, step_bytes=step_bytes, grad_inputs=(0, 1), calls="bias_gelu",
                tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES),
     ],
     shapes=SHAPES,

@@ -27,7 +27,9 @@ def make_inputs(shape, dtype, device, generator):
 
 
 SPEC = KernelSpec(
-    ops=[OpSpec("layernorm", reference, make_inputs, bytes_moved=bytes_of(2, 2), grad_inputs=(0, 1, 2),  # x, w, b -> y
+    # a step: x, w, b -> y, then grad, x, w -> grad_x, grad_w, grad_b (the rows' stats left out)
+    ops=[OpSpec("layernorm", reference, make_inputs, bytes_moved=bytes_of(2, 2), step_bytes=bytes_of(5, 5),
+                grad_inputs=(0, 1, 2),  # x, w, b -> y
                 tolerances=ROW_NORM_TOLERANCES, grad_tolerances=ROW_NORM_GRAD_TOLERANCES)],
     shapes=row_shapes(),
     bench_sizes=row_sizes(),

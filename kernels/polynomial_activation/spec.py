@@ -20,7 +20,9 @@ def make_backward_inputs(shape, dtype, device, generator):
 
 SPEC = KernelSpec(
     ops=[
-        OpSpec("polynomial_activation", reference, make_inputs, bytes_moved=bytes_of(2), grad_inputs=(0,)),  # x -> y
+        # a step: x -> y, then grad and x -> grad_x
+        OpSpec("polynomial_activation", reference, make_inputs, bytes_moved=bytes_of(2), step_bytes=bytes_of(5),
+               grad_inputs=(0,)),  # x -> y
         OpSpec("polynomial_activation_backward", reference_backward, make_backward_inputs,
                bytes_moved=bytes_of(3)),  # grad and x -> grad_x
     ],

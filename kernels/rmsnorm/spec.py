@@ -26,7 +26,9 @@ def make_inputs(shape, dtype, device, generator):
 
 
 SPEC = KernelSpec(
-    ops=[OpSpec("rmsnorm", reference, make_inputs, bytes_moved=bytes_of(2, 1), grad_inputs=(0, 1),  # x, w -> y
+    # a step: x, w -> y, then grad, x, w -> grad_x, grad_w (the rows' rstd, 1/cols of it, left out)
+    ops=[OpSpec("rmsnorm", reference, make_inputs, bytes_moved=bytes_of(2, 1), step_bytes=bytes_of(5, 3),
+                grad_inputs=(0, 1),  # x, w -> y
                 tolerances=ROW_NORM_TOLERANCES, grad_tolerances=ROW_NORM_GRAD_TOLERANCES)],
     shapes=row_shapes(),
     bench_sizes=row_sizes(),

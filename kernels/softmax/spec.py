@@ -43,7 +43,8 @@ GRAD_TOLERANCES = {
 }
 
 SPEC = KernelSpec(
-    ops=[OpSpec("softmax", reference, make_inputs, bytes_moved=bytes_of(2), grad_inputs=(0,),  # x -> y
+    # a step: x -> y, then grad, y -> grad_x
+    ops=[OpSpec("softmax", reference, make_inputs, bytes_moved=bytes_of(2), step_bytes=bytes_of(5), grad_inputs=(0,),  # x -> y
                 tolerances=TOLERANCES, grad_tolerances=GRAD_TOLERANCES)],
     shapes=row_shapes(),
     bench_sizes=row_sizes(),

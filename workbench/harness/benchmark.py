@@ -555,6 +555,7 @@ def _kernel_case(kernel, op: OpSpec, device: str, dtype, size, seed: int, train:
         # rounded (bias_gelu's grad_bias at 8192 x 8192: 24 of 8192 sums off by ~0.3 where they
         # cancel), a real difference in accuracy, not a different function.
         case.baseline_tolerance = Tolerance(10 * tol.atol, 10 * tol.rtol, 10 * (tol.rel_l2 or tol.rtol), elementwise=False)
+        case.nbytes = op.step_bytes(size, dtype) if op.step_bytes else None
     else:
         case.nbytes = op.bytes_moved(size, dtype) if op.bytes_moved else None
         case.flops = op.flops(size, dtype) if op.flops else None

@@ -97,6 +97,9 @@ class OpSpec:
         a generator on `device` (never all zeros: zeros hide unwritten outputs).
     bytes_moved(shape, dtype) / flops(shape, dtype): the fewest bytes the op must move (each
         input read once, each output written once) and its floating-point operations.
+    step_bytes(shape, dtype): the fewest bytes a training step (the forward, then the backward of
+        a given output gradient) must move, so step rows get GB/s and % of the copy ceiling too;
+        None where no one count fits every provider's step.
     grad_inputs: indices of the arguments that take gradients (autograd is checked for these).
     eager: the eager baseline when it should differ from `reference`.
     vendor: a vendor-library route to the same result (cuBLAS, cuDNN), timed as `vendor_name`;
@@ -111,6 +114,7 @@ class OpSpec:
     tolerances: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     bytes_moved: Callable | None = None
     flops: Callable | None = None
+    step_bytes: Callable | None = None
     grad_inputs: tuple[int, ...] = ()
     grad_tolerances: dict | None = None
     eager: Callable | None = None
