@@ -9,6 +9,9 @@ launched.
     nvrtc sm_90a          the same for sm_90a
     triton                the add in Triton, launched by Triton
     triton cubin, ...     its cubin (Triton's ptxas) launched by kwb's driver calls
+    inductor module       torch.compile's generated module, its `call` used directly
+    inductor cubin, ...   the cubin that module launches, launched by kwb's driver calls (and, with
+                          --dump, its SASS and PTX written beside the graphs)
     inductor ptx          Inductor's own PTX for this add (saved at 2026-11-28, torch 2.11), loaded
                           by cuModuleLoadData and launched by kwb's driver calls: Triton's code,
                           kwb's launch
@@ -30,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import subprocess
 from pathlib import Path
 
 import torch
+import triton
 from in_turns import time_in_turns
 
 import workbench as wb
@@ -89,7 +94,6 @@ def triton_adds():
     launcher, and its cubin (Triton's ptxas) launched by kwb's driver calls."""
     import re
 
-    import triton
     import triton.language as tl
 
     @triton.jit
@@ -122,6 +126,7 @@ def triton_adds():
                                          torch.cuda.current_stream().cuda_stream, params, None), "cuLaunchKernel")
         return out
     by_driver.module = module
+    by_driver.cubin = compiled.asm["cubin"]
     print(f"triton's add: params {kinds}, shared {compiled.metadata.shared}, registers {getattr(compiled, 'n_regs', '?')}", flush=True)
     return by_triton, by_driver
 
@@ -140,7 +145,60 @@ def inductor_module(eager, inputs: tuple):
 
     def call(*args):
         return module.call([args[i] for i in tensors])[0]
+    call.module = module
     return call
+
+
+def sass_of(binary: Path) -> str:
+    """cuobjdump's SASS of a cubin or a library holding one (the cuobjdump Triton ships)."""
+    tool = Path(triton.__file__).parent / "backends/nvidia/bin/cuobjdump"
+    run = subprocess.run([str(tool), "-sass", str(binary)], capture_output=True, text=True, check=False)
+    return run.stdout or run.stderr
+
+
+def inductor_cubin_add(module, dump: Path | None):
+    """The cubin torch.compile's module launches for the add (Inductor's own build, from Triton's
+    cache), launched by kwb's driver calls with Inductor's grid; with `dump`, its SASS beside the
+    cubin of the Triton add written here (triton_adds) for comparison."""
+    import glob
+    import os
+    import re
+
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    (kernel,) = [v for v in vars(module).values() if isinstance(v, CachingAutotuner)]
+    launcher = kernel.launchers[0]
+    folder = os.path.join(triton_cache_dir(torch.cuda.current_device()), launcher.cache_hash)
+    (cubin,) = glob.glob(os.path.join(folder, "*.cubin"))
+    ptx = Path(cubin).with_suffix(".ptx").read_text()
+    name = Path(cubin).stem
+    entry = ptx.split(".entry", 1)[1].split(")", 1)[0]
+    kinds = re.findall(r"\.param \.(\w+)", entry)
+    xblock, threads = launcher.config.kwargs["XBLOCK"], 32 * launcher.config.num_warps
+    print(f"inductor's add: {name}, XBLOCK {xblock}, {threads} threads, params {kinds}, shared {launcher.shared}, "
+          f"registers {launcher.n_regs}", flush=True)
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / "inductor_add.ptx").write_text(ptx)
+        (dump / "inductor_add.sass").write_text(sass_of(Path(cubin)))
+    device = torch.cuda.current_device()
+    with drv.on_device(device):
+        handle = drv.load_module(Path(cubin).read_bytes())
+        func = drv.get_function(handle, name)
+    lib = drv.library()
+
+    def add(a, b):
+        out = torch.empty_like(a)
+        values = iter([a.data_ptr(), b.data_ptr(), out.data_ptr()])
+        args = [ctypes.c_uint32(N) if k in ("u32", "b32", "s32") else ctypes.c_void_p(next(values, 0)) for k in kinds]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in args])
+        with drv.on_device(device):
+            drv.check(lib.cuLaunchKernel(func, -(-N // xblock), 1, 1, threads, 1, 1, launcher.shared,
+                                         torch.cuda.current_stream().cuda_stream, params, None), "cuLaunchKernel")
+        return out
+    add.module = handle
+    return add
 
 
 def rmsnorm_paths() -> tuple[dict, tuple, int]:
@@ -193,7 +251,7 @@ def dump_graphs(fns: dict, inputs: tuple, folder: Path) -> None:
         print(f"  {name}: graph written to {path}", flush=True)
 
 
-def add_paths() -> tuple[dict, tuple, int]:
+def add_paths(dump: Path | None = None) -> tuple[dict, tuple, int]:
     """The fp32 add at 2^20 by every path above, its inputs and bytes."""
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(N, device="cuda", generator=g)
@@ -203,7 +261,13 @@ def add_paths() -> tuple[dict, tuple, int]:
            "nvrtc sm_90": nvrtc_add("9.0"), "nvrtc sm_90a": nvrtc_add("9.0a"), "inductor ptx": ptx_add()}
     fns["triton"], fns["triton cubin, kwb launch"] = triton_adds()
     fns["inductor module"] = inductor_module(lambda x, y: x + y, (a, b))
+    fns["inductor module"](a, b)  # its launcher made, so its cubin is known
+    fns["inductor cubin, kwb launch"] = inductor_cubin_add(fns["inductor module"].module, dump)
     fns["kwb, 2 outputs held"] = holding(fns["kwb"], 2)
+    if dump:  # the SASS of the Triton add and of kwb's build, beside Inductor's
+        (dump / "triton_add.cubin").write_bytes(fns["triton cubin, kwb launch"].cubin)
+        (dump / "triton_add.sass").write_text(sass_of(dump / "triton_add.cubin"))
+        (dump / "kwb_vector_add.sass").write_text(sass_of(Path(wb.load("vector_add").library_path)))
     return fns, (a, b), 3 * N * 4
 
 
@@ -216,7 +280,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="samples in turns, about this long each")
     parser.add_argument("--dump", type=Path, help="also write each provider's graph of 3 calls (CUDA's DOT) into DIR")
     args = parser.parse_args()
-    fns, inputs, nbytes = add_paths() if args.case == "add" else rmsnorm_paths()
+    fns, inputs, nbytes = add_paths(args.dump) if args.case == "add" else rmsnorm_paths()
     with torch.no_grad():
         want = fns["torch.compile"](*inputs)
         for name, fn in fns.items():
