@@ -29,7 +29,7 @@ import torch
 import workbench as wb
 from workbench.harness import timing
 from workbench.harness.benchmark import _compiled
-from workbench.harness.cases import case_seed, draw_inputs, spec_of
+from workbench.harness.cases import case_seed, draw_inputs, dtype_name, spec_of
 
 DEFAULT_CASES = "vector_add:vector_add:float32:1048576,rmsnorm:rmsnorm:bfloat16:4096x1024"
 
@@ -38,7 +38,7 @@ def providers_of(kernel_name: str, op_name: str, dtype: torch.dtype, size: tuple
     """kwb's op, eager's and torch.compile's, as the harness times them, and the case's inputs."""
     kernel = wb.load(kernel_name)
     op = next(o for o in spec_of(kernel).ops if o.name == op_name)
-    args = draw_inputs(op.make_inputs, size, dtype, "cuda", case_seed(0, op_name, str(dtype), size))
+    args = draw_inputs(op.make_inputs, size, dtype, "cuda", case_seed(0, op_name, dtype_name(dtype), size))
     fns = {"kwb": getattr(kernel, op.kernel_op), "eager": op.eager_fn, "torch.compile": _compiled(op.eager_fn)}
     with torch.no_grad():
         for fn in fns.values():
@@ -109,6 +109,9 @@ def main() -> None:
             for turn in range(2):  # each provider profiled twice, in turns
                 for name, replay in replays.items():
                     s = summary(kernel_spans(replay, args.replays))
+                    if not s["kernels"]:
+                        print(f"{text:40s} copies {copies:3d} {name:>20} no kernels in the profiler's trace", flush=True)
+                        continue
                     s.update(case=text, copies=copies, provider=name, turn=turn)
                     found.append(s)
                     print(f"{text:40s} copies {copies:3d} {name:>20} kernel {s['duration_us']:7.3f} us "

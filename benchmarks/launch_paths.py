@@ -216,7 +216,8 @@ def recording(fn, seen: set):
     addresses its replays write)."""
     def call(*args):
         out = fn(*args)
-        seen.add(out.data_ptr())
+        if torch.cuda.is_current_stream_capturing():  # not the warm-up calls before a capture
+            seen.add(out.data_ptr())
         return out
     return call
 

@@ -139,3 +139,23 @@ def test_kwb_run_on_the_gpu_writes_the_gpu_report(tmp_path):
     assert {r["method"] for r in rows} == {"cuda_events", "cuda_graph"}
     trusted_sizes = {r["numel"] for r in rows if not r["trust"]}  # timings on busy cores are in no plot
     assert (folder / "plots" / "latency_relu_scale.png").exists() == (len(trusted_sizes) >= 2)
+
+
+def test_a_provider_whose_graph_capture_fails_fails_its_own_graph_row_only():
+    """Every provider's graph of a case shares one memory pool. A capture that fails (here a
+    host sync while capturing) can leave that pool still recording, and its side stream current;
+    the other providers' graph rows must still be timed, and on the stream they began on."""
+    def syncs(x):
+        if float(x[0]) != float(x[0]):  # .item() inside a capture: CUDA refuses the sync
+            raise AssertionError("NaN input")
+        return x * 2
+
+    x = torch.randn(4096, device="cuda")
+    stream = torch.cuda.current_stream()
+    report = wb.bench(syncs, lambda t: t * 2, inputs=[(x,)], seed=2)
+    graph = {r["provider"]: r for r in report.rows if r["method"] == "cuda_graph"}
+    assert set(graph) == {"kwb", "eager", "torch.compile"}
+    assert graph["kwb"]["status"].startswith("error: CUDA graph capture"), graph["kwb"]["status"]
+    for provider in ("eager", "torch.compile"):
+        assert graph[provider]["status"] == "ok" and graph[provider]["median_us"] > 0, graph[provider]
+    assert torch.cuda.current_stream() == stream

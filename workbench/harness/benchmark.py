@@ -472,6 +472,8 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - any capture failure fails this row, not the run
             rows[provider] = _row(case, provider, "cuda_graph", None, plan,
                                   status=f"error: CUDA graph capture: {type(e).__name__}: {str(e).strip()[:200]}")
+            # a capture that failed can leave its pool still recording: the others get a new one
+            pool = torch.cuda.graph_pool_handle()
     for provider, outcome in _replay_stats(replays, s).items():
         rows[provider] = _row(case, provider, "cuda_graph", outcome, plan) if isinstance(outcome, timing.Stats) else \
             _row(case, provider, "cuda_graph", None, plan, status=f"error: {outcome}"[:300])

@@ -374,9 +374,15 @@ def graph_call(calls: Sequence[Callable[[], object]], pool=None) -> Callable[[],
             c()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
-        for c in calls:
-            c()
+    stream = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(graph, pool=pool):
+            for c in calls:
+                c()
+    finally:
+        # a capture that fails in its end leaves its side stream current: what runs next
+        # would run there
+        torch.cuda.set_stream(stream)
     torch.cuda.synchronize()
     return graph.replay
 
