@@ -263,9 +263,13 @@ def add_paths(dump: Path | None = None) -> tuple[dict, tuple, int]:
     fns["triton"], fns["triton cubin, kwb launch"] = triton_adds()
     fns["inductor module"] = inductor_module(lambda x, y: x + y, (a, b))
     fns["inductor module"](a, b)  # its launcher made, so its cubin is known
-    fns["inductor cubin, kwb launch"] = inductor_cubin_add(fns["inductor module"].module, dump)
+    try:  # Inductor's runtime objects differ between torch versions: the other paths run regardless
+        fns["inductor cubin, kwb launch"] = inductor_cubin_add(fns["inductor module"].module, dump)
+    except Exception as e:  # noqa: BLE001 - said, and left out
+        print(f"inductor's cubin not found or not launched: {type(e).__name__}: {e}", flush=True)
     fns["kwb, 2 outputs held"] = holding(fns["kwb"], 2)
     if dump:  # the SASS of the Triton add and of kwb's build, beside Inductor's
+        dump.mkdir(parents=True, exist_ok=True)
         (dump / "triton_add.cubin").write_bytes(fns["triton cubin, kwb launch"].cubin)
         (dump / "triton_add.sass").write_text(sass_of(dump / "triton_add.cubin"))
         (dump / "kwb_vector_add.sass").write_text(sass_of(Path(wb.load("vector_add").library_path)))
