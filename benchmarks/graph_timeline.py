@@ -93,14 +93,14 @@ def main() -> None:
     args = parser.parse_args()
     found = []
     for text in (c for c in args.cases.split(",") if c):
-        kernel_name, op_name, dtype_name, size_text = text.split(":")
+        kernel_name, op_name, dtype_text, size_text = text.split(":")
         size = tuple(int(n) for n in size_text.lower().split("x"))
-        fns, inputs = providers_of(kernel_name, op_name, getattr(torch, dtype_name), size)
+        fns, inputs = providers_of(kernel_name, op_name, getattr(torch, dtype_text), size)
         for copies in (int(c) for c in args.copies.split(",") if c):
-            # captured in this order, kwb's twice: first and after torch.compile's, so a difference
-            # that follows the order of capture (each graph's memory pool) shows as kwb against kwb
-            # kwb's and compile's again in one memory pool, where their outputs land in the same block
-            sets = [inputs] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs) for _ in range(copies - 1)]
+            # captured in this order, kwb's twice (first, and after torch.compile's: a difference that
+            # follows the order of capture shows as kwb against kwb), then kwb's and compile's again
+            # in one memory pool, where their outputs land in the same block
+            sets = timing.input_copies(inputs, copies)
             replays = {name: replay_of(fn, sets, args.calls) for name, fn in fns.items()}
             replays["kwb, captured last"] = replay_of(fns["kwb"], sets, args.calls)
             pool = torch.cuda.graph_pool_handle()

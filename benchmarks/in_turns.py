@@ -20,7 +20,7 @@ def graph_replay(fn: Callable, inputs: tuple, calls: int, copies: int = 0) -> Ca
     nbytes = sum(a.numel() * a.element_size() for a in inputs if isinstance(a, torch.Tensor)) or 1
     l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (50 << 20)
     copies = max(1, min(calls, copies or math.ceil(2 * l2 / nbytes)))
-    sets = [inputs] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in inputs) for _ in range(copies - 1)]
+    sets = timing.input_copies(inputs, copies)
     with torch.no_grad():
         return timing.graph_call([lambda s=sets[i % copies]: fn(*s) for i in range(calls)])
 

@@ -456,7 +456,7 @@ def _graph_rows(case: Case, providers, plan: Plan) -> list[dict]:
     2.7% ahead of kwb's and eager's in two H100 full runs; timed in turns, within 0.1-0.4%)."""
     s = plan.session
     copies = max(1, min(MAX_INPUT_COPIES, math.ceil(2 * s.l2 / max(case.nbytes or 1, 1))))
-    sets = [case.args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args) for _ in range(copies - 1)]
+    sets = timing.input_copies(case.args, copies)
     rows: dict[str, dict] = {}
     replays: dict[str, tuple[Callable[[], None], int]] = {}
     # one memory pool for every provider's graph: their outputs at the same addresses, one pool's

@@ -361,6 +361,12 @@ def per_call(stats: Stats, calls: int) -> Stats:
     return summarize([x / calls for x in stats.samples], stats.method, stats.busy, stats.rounds)
 
 
+def input_copies(args: tuple, copies: int) -> list[tuple]:
+    """args and copies - 1 clones of its tensors (other arguments shared): what a CUDA graph's
+    calls rotate over so that together they overflow the L2 and the data comes from memory."""
+    return [args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args) for _ in range(copies - 1)]
+
+
 def graph_call(calls: Sequence[Callable[[], object]], pool=None) -> Callable[[], None]:
     """One CUDA graph holding every call in `calls`, returned as a function that replays it.
 
