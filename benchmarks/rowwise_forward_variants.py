@@ -133,6 +133,11 @@ variant 27 (removed; its code is at 0c7e09f): the shipped register path for exac
            RMSNorm bf16 10.1 / 21.2 / 9.7, fp32 15.1 / 24.4 / 15.6. ncu: warp cycles per issued
            instruction 17.0 -> 59.2 (bf16 LayerNorm), each lane's prefetch an L1 request that x's
            loads queue behind. Not shipped (kernels/layernorm/NOTES.md, "Round 16")
+variant 28: the shipped register path for exact rows (norm_forward_regs) with the weight's vectors
+           read beside x's, before the reductions, as Inductor's triton_per_ kernels load theirs
+           (its RMSNorm at bf16 4096 x 1024 ran 4.22 us a replay from the L2 where the shipped
+           kernel, reading the weight after the reductions, ran 4.51: graph_timeline.py, 8ef4879)
+variant 29: the same kernel with the weight read after the reductions (the shipped kernel before)
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -668,6 +673,25 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
   }
 }
 
+// Variants 28 and 29: the shipped register path for exact rows (norm_forward_regs) with the weight
+// read beside x (kEarlyWeight) or after the reductions, whatever the shipped rule
+// (kwb::norm_early_weight) picks for this op and dtype.
+template <int kOp, typename T, bool kEarly>
+const char* shipped_exact(const Args& a, cudaStream_t stream) {
+  if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
+    return "does not apply: the weight is the norms'";
+  } else {
+    const kwb::ExactRows e = kwb::exact_rows(a.rows, a.cols, 16 / sizeof(T), sizeof(T));
+    if (e.tpr == 0) return "does not apply: not an exact row";
+    const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
+    return KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
+      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kEarly>
+          <<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      return kwb::last_launch_error();
+    });
+  }
+}
+
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
 template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
@@ -725,6 +749,8 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
     case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
+    case 28: return shipped_exact<kOp, T, true>(a, stream);
+    case 29: return shipped_exact<kOp, T, false>(a, stream);
     default: return "no such variant";
   }
 }
@@ -783,7 +809,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27))
+VARIANTS = tuple(range(27)) + (28, 29)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 

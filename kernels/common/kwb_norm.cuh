@@ -22,6 +22,7 @@
 // that): two passes per row (statistics, then the write), and the weight/bias gradients from
 // a separate column kernel that reads grad and x once more.
 #pragma once
+
 #include <type_traits>
 
 #include "kwb_norm.h"
@@ -54,7 +55,10 @@ struct MeanM2Combine {
 
 // kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
-template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0>
+// kEarlyWeight (exact rows only): the weight's vectors read beside x's, before the reductions, as
+// Inductor's persistent reductions do, not after them: a row's last L1/L2 round trip comes off
+// its critical path. Costs kVecs vectors of registers (norm_early_weight()).
+template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
   const int tpr = kExact ? kTpr : tpr_arg;
@@ -72,8 +76,12 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < p.rows ? cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
+    RowRegs<T, kVec, kVecs> wr;  // kEarlyWeight: the weight's vectors
     if constexpr (kExact) {
       in.load_all_if(x + r * cols, lane, tpr, n != 0);
+      if constexpr (kEarlyWeight)
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + in.col(i, lane, tpr));
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
@@ -115,7 +123,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     for (int i = 0; i < kVecs; ++i) {
       if (!has(i) || n == 0) continue;
       const int64_t c = in.col(i, lane, tpr);
-      const Vec<T, kVec> wv = ldg_vec<T, kVec>(w + c);
+      const Vec<T, kVec> wv = kExact && kEarlyWeight ? wr.v[i] : ldg_vec<T, kVec>(w + c);
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) out[j] = (in.at(i, j) - mean) * rstd * to_acc<float>(wv.v[j]);
@@ -824,6 +832,14 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   return L.grid * L.rows_per_block;
 }
 
+// Where exact rows read the weight early: RMSNorm's 4 vectors a thread fit 64 registers beside x's
+// with no spill (ptxas, sm_90); LayerNorm's 16-bit rows spilled 8-28 bytes, and fp32 rows of 1024
+// (8 vectors) 68-104.
+template <typename T, bool kCentered>
+constexpr bool norm_early_weight(int vecs) {
+  return vecs <= 4 && (!kCentered || sizeof(T) == 4);
+}
+
 template <typename T, bool kCentered>
 const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream) {
   const int vec = row_vec<T>(p.cols, aligned);
@@ -835,7 +851,8 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
     norm_forward_reread<kCentered><<<static_cast<unsigned>(p.rows), kRereadBlock, 0, stream>>>(p);
   } else if (e.tpr > 0) {
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      constexpr bool kEarly = norm_early_weight<T, kCentered>(kVecs);
+      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
     });
   } else if (L.vecs == 0) {
     if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
