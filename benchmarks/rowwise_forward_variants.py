@@ -138,6 +138,10 @@ variant 28: the shipped register path for exact rows (norm_forward_regs) with th
            (its RMSNorm at bf16 4096 x 1024 ran 4.22 us a replay from the L2 where the shipped
            kernel, reading the weight after the reductions, ran 4.51: graph_timeline.py, 8ef4879)
 variant 29: the same kernel with the weight read after the reductions (the shipped kernel before)
+variant 30: the same kernel with the weight read once the thread's own sum of squares is done,
+           before the row's reduction: behind x's loads, not ahead of them (variant 28, at 8ef4879's
+           successor, ran 7.07 us alone under ncu against 29's 7.52 and 4.28 us a graph replay
+           against 4.88, yet 10.62 us a call with events against 10.14)
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -673,10 +677,10 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variants 28 and 29: the shipped register path for exact rows (norm_forward_regs) with the weight
-// read beside x (kEarlyWeight) or after the reductions, whatever the shipped rule
-// (kwb::norm_early_weight) picks for this op and dtype.
-template <int kOp, typename T, bool kEarly>
+// Variants 28-30: the shipped register path for exact rows (norm_forward_regs) with the weight
+// read where kWeightAt says, whatever the shipped rule (kwb::norm_weight_at) picks for this op
+// and dtype.
+template <int kOp, typename T, int kWeightAt>
 const char* shipped_exact(const Args& a, cudaStream_t stream) {
   if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
     return "does not apply: the weight is the norms'";
@@ -685,7 +689,7 @@ const char* shipped_exact(const Args& a, cudaStream_t stream) {
     if (e.tpr == 0) return "does not apply: not an exact row";
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
     return KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kEarly>
+      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kWeightAt>
           <<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
       return kwb::last_launch_error();
     });
@@ -749,8 +753,9 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
     case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
-    case 28: return shipped_exact<kOp, T, true>(a, stream);
-    case 29: return shipped_exact<kOp, T, false>(a, stream);
+    case 28: return shipped_exact<kOp, T, kwb::kWeightWithX>(a, stream);
+    case 29: return shipped_exact<kOp, T, kwb::kWeightLate>(a, stream);
+    case 30: return shipped_exact<kOp, T, kwb::kWeightBeforeReduce>(a, stream);
     default: return "no such variant";
   }
 }
@@ -809,7 +814,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29)
+VARIANTS = tuple(range(27)) + (28, 29, 30)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 

@@ -55,10 +55,15 @@ struct MeanM2Combine {
 
 // kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
-// kEarlyWeight (exact rows only): the weight's vectors read beside x's, before the reductions, as
-// Inductor's persistent reductions do, not after them: a row's last L1/L2 round trip comes off
-// its critical path. Costs kVecs vectors of registers (norm_early_weight()).
-template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
+// kWeightAt (exact rows only): when a thread reads its weight vectors. kWeightLate: after the
+// reductions, one vector at a time as each output vector is written. The others read them all
+// into registers before the reductions, as Inductor's persistent reductions do, taking the
+// row's last L1/L2 round trip off its critical path, for kVecs vectors of registers
+// (norm_weight_at()): kWeightWithX beside x's loads (ptxas issues them first), kWeightBeforeReduce
+// once the thread's own sum of squares is done (its address made to depend on that sum: ptxas
+// hoists an independent ld.global.nc to the kernel's top wherever the source puts it).
+enum : int { kWeightLate = 0, kWeightWithX = 1, kWeightBeforeReduce = 3 };
+template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, int kWeightAt = kWeightLate>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
   const int tpr = kExact ? kTpr : tpr_arg;
@@ -76,12 +81,14 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < p.rows ? cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
-    RowRegs<T, kVec, kVecs> wr;  // kEarlyWeight: the weight's vectors
+    RowRegs<T, kVec, kVecs> wr;  // the weight's vectors, where read early
+    auto load_weight = [&](int64_t offset) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + offset + in.col(i, lane, tpr));
+    };
     if constexpr (kExact) {
       in.load_all_if(x + r * cols, lane, tpr, n != 0);
-      if constexpr (kEarlyWeight)
-#pragma unroll
-        for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + in.col(i, lane, tpr));
+      if constexpr (kWeightAt == kWeightWithX) load_weight(0);
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
@@ -110,6 +117,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
           const float d = in.at(i, j) - mean;
           ss += d * d;
         }
+    if constexpr (kExact && kWeightAt == kWeightBeforeReduce) load_weight(ss < 0.f ? kVec : 0);  // ss >= 0 (or NaN): 0
     const float var = reduce.sum(ss, tpr) * inv_cols;
     const float rstd = rsqrtf(var + p.eps);
     if (lane == 0 && r < p.rows) {
@@ -123,7 +131,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     for (int i = 0; i < kVecs; ++i) {
       if (!has(i) || n == 0) continue;
       const int64_t c = in.col(i, lane, tpr);
-      const Vec<T, kVec> wv = kExact && kEarlyWeight ? wr.v[i] : ldg_vec<T, kVec>(w + c);
+      const Vec<T, kVec> wv = kExact && kWeightAt != kWeightLate ? wr.v[i] : ldg_vec<T, kVec>(w + c);
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) out[j] = (in.at(i, j) - mean) * rstd * to_acc<float>(wv.v[j]);
@@ -836,8 +844,8 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
 // with no spill (ptxas, sm_90); LayerNorm's 16-bit rows spilled 8-28 bytes, and fp32 rows of 1024
 // (8 vectors) 68-104.
 template <typename T, bool kCentered>
-constexpr bool norm_early_weight(int vecs) {
-  return vecs <= 4 && (!kCentered || sizeof(T) == 4);
+constexpr int norm_weight_at(int vecs) {
+  return vecs <= 4 && !kCentered ? kWeightWithX : kWeightLate;
 }
 
 template <typename T, bool kCentered>
@@ -851,8 +859,8 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
     norm_forward_reread<kCentered><<<static_cast<unsigned>(p.rows), kRereadBlock, 0, stream>>>(p);
   } else if (e.tpr > 0) {
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      constexpr bool kEarly = norm_early_weight<T, kCentered>(kVecs);
-      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      constexpr int kWeightAt = norm_weight_at<T, kCentered>(kVecs);
+      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kWeightAt><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
     });
   } else if (L.vecs == 0) {
     if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
