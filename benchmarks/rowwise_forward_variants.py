@@ -677,7 +677,7 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variants 28-30: the shipped register path for exact rows (norm_forward_regs) with the weight
+// Variants 28-31: the shipped register path for exact rows (norm_forward_regs) with the weight
 // read where kWeightAt says, whatever the shipped rule (kwb::norm_weight_at) picks for this op
 // and dtype.
 template <int kOp, typename T, int kWeightAt>
@@ -756,6 +756,7 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 28: return shipped_exact<kOp, T, kwb::kWeightWithX>(a, stream);
     case 29: return shipped_exact<kOp, T, kwb::kWeightLate>(a, stream);
     case 30: return shipped_exact<kOp, T, kwb::kWeightBeforeReduce>(a, stream);
+    case 31: return shipped_exact<kOp, T, kwb::kWeightAfterX>(a, stream);
     default: return "no such variant";
   }
 }
@@ -814,7 +815,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 30)
+VARIANTS = tuple(range(27)) + (28, 29, 30, 31)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 

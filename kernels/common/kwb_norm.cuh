@@ -59,10 +59,11 @@ struct MeanM2Combine {
 // reductions, one vector at a time as each output vector is written. The others read them all
 // into registers before the reductions, as Inductor's persistent reductions do, taking the
 // row's last L1/L2 round trip off its critical path, for kVecs vectors of registers
-// (norm_weight_at()): kWeightWithX beside x's loads (ptxas issues them first), kWeightBeforeReduce
+// (norm_weight_at()): kWeightWithX beside x's loads (ptxas issues them first), kWeightAfterX
+// right behind x's loads, kWeightBeforeReduce
 // once the thread's own sum of squares is done (its address made to depend on that sum: ptxas
 // hoists an independent ld.global.nc to the kernel's top wherever the source puts it).
-enum : int { kWeightLate = 0, kWeightWithX = 1, kWeightBeforeReduce = 3 };
+enum : int { kWeightLate = 0, kWeightWithX = 1, kWeightAfterX = 2, kWeightBeforeReduce = 3 };
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, int kWeightAt = kWeightLate>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
@@ -89,6 +90,9 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     if constexpr (kExact) {
       in.load_all_if(x + r * cols, lane, tpr, n != 0);
       if constexpr (kWeightAt == kWeightWithX) load_weight(0);
+      if constexpr (kWeightAt == kWeightAfterX)  // plain loads: ptxas keeps them behind x's
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) wr.v[i] = *reinterpret_cast<const Vec<T, kVec>*>(w + in.col(i, lane, tpr));
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
