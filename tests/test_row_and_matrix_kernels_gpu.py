@@ -48,6 +48,20 @@ def test_the_large_size_bf16_16384x4096(k, name):
 
 @pytest.mark.parametrize("name", ["layernorm", "rmsnorm"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_exact_rows_at_every_width_with_row_groups_past_the_end(k, name, dtype):
+    """Rows that fill 32-256 threads of 4 vectors exactly (and fp32 rows of 1024, a warp of 8
+    vectors) take the compile-time forward, where RMSNorm reads the weight beside x; row counts
+    that leave a block's last row groups empty (4 rows a 128-thread block at 32 threads a row)."""
+    vec = 4 if dtype == torch.float32 else 8
+    widths = [tpr * 4 * vec for tpr in (32, 64, 128, 256)] + ([1024] if dtype == torch.float32 else [])
+    shapes = [(rows, cols) for cols in widths for rows in (1, 5, 4099)]
+    report = wb.check(k[name], device="cuda", dtypes=[dtype], shapes=shapes)
+    assert report.passed, str(report)
+    assert len(report.cases) == len(shapes)
+
+
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_the_staged_backward_at_every_row_count(k, name, dtype):
     """Rows of 128 to 1024 16-byte vectors take the staged backward (a persistent grid; two
     rows a step below 512 vectors; from 512 a wide shape by dtype and op: fp32 one row of two
