@@ -135,13 +135,16 @@ variant 27 (removed; its code is at 0c7e09f): the shipped register path for exac
            loads queue behind. Not shipped (kernels/layernorm/NOTES.md, "Round 16")
 variant 28: the shipped register path for exact rows (norm_forward_regs) with the weight's vectors
            read beside x's, before the reductions, as Inductor's triton_per_ kernels load theirs
-           (its RMSNorm at bf16 4096 x 1024 ran 4.22 us a replay from the L2 where the shipped
-           kernel, reading the weight after the reductions, ran 4.51: graph_timeline.py, 8ef4879)
-variant 29: the same kernel with the weight read after the reductions (the shipped kernel before)
-variant 30: the same kernel with the weight read once the thread's own sum of squares is done,
-           before the row's reduction: behind x's loads, not ahead of them (variant 28, at 8ef4879's
-           successor, ran 7.07 us alone under ncu against 29's 7.52 and 4.28 us a graph replay
-           against 4.88, yet 10.62 us a call with events against 10.14)
+           (kEarlyWeight; shipped for RMSNorm since a6b01cd, so variant 0 is 28 there)
+variant 29: the same kernel with the weight read after the reductions, a vector at a time (shipped
+           before a6b01cd, and for LayerNorm)
+variants 30 and 31 (removed; their code is at b8017f6): the weight read behind x's loads, by making
+           its address depend on the thread's sum of squares (30; ptxas then sank the loads past the
+           row's reduction) or by plain loads after x's (31; issued once x's values arrived).
+           bf16 RMSNorm 4096 x 1024 (H100, us a call; v28 / v29 / v30 / v31 / compile): graphs from
+           the L2 4.30 / 4.83 / 4.74 / 4.76 / 4.48; over 26 copies 6.00 / 6.29 / 6.21 / 6.36 / 6.15;
+           events 10.66 / 10.21-10.30 / 10.14 / 10.14 / 10.08-10.16
+           (benchmarks/results/nvidia-h100-80gb-hbm3/2026-12-06-b8017f6-weight-early/)
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -677,10 +680,10 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
   }
 }
 
-// Variants 28-31: the shipped register path for exact rows (norm_forward_regs) with the weight
-// read where kWeightAt says, whatever the shipped rule (kwb::norm_weight_at) picks for this op
-// and dtype.
-template <int kOp, typename T, int kWeightAt>
+// Variants 28 and 29: the shipped register path for exact rows (norm_forward_regs) with the weight
+// read beside x or after the reductions, whatever the shipped rule (kwb::norm_early_weight) picks
+// for this op and dtype.
+template <int kOp, typename T, bool kEarly>
 const char* shipped_exact(const Args& a, cudaStream_t stream) {
   if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
     return "does not apply: the weight is the norms'";
@@ -689,7 +692,7 @@ const char* shipped_exact(const Args& a, cudaStream_t stream) {
     if (e.tpr == 0) return "does not apply: not an exact row";
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
     return KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kWeightAt>
+      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kEarly>
           <<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
       return kwb::last_launch_error();
     });
@@ -753,10 +756,8 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 24: return shipped_reread_persistent<kOp, T, 4>(a, stream);
     case 25: return shipped_reread_persistent<kOp, T, 5>(a, stream);
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
-    case 28: return shipped_exact<kOp, T, kwb::kWeightWithX>(a, stream);
-    case 29: return shipped_exact<kOp, T, kwb::kWeightLate>(a, stream);
-    case 30: return shipped_exact<kOp, T, kwb::kWeightBeforeReduce>(a, stream);
-    case 31: return shipped_exact<kOp, T, kwb::kWeightAfterX>(a, stream);
+    case 28: return shipped_exact<kOp, T, true>(a, stream);
+    case 29: return shipped_exact<kOp, T, false>(a, stream);
     default: return "no such variant";
   }
 }
@@ -815,7 +816,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 30, 31)
+VARIANTS = tuple(range(27)) + (28, 29)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 

@@ -49,11 +49,11 @@ def test_the_large_size_bf16_16384x4096(k, name):
 @pytest.mark.parametrize("name", ["layernorm", "rmsnorm"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_exact_rows_at_every_width_with_row_groups_past_the_end(k, name, dtype):
-    """Rows that fill 32-256 threads of 4 vectors exactly (and fp32 rows of 1024, a warp of 8
-    vectors) take the compile-time forward, where RMSNorm reads the weight beside x; row counts
-    that leave a block's last row groups empty (4 rows a 128-thread block at 32 threads a row)."""
-    vec = 4 if dtype == torch.float32 else 8
-    widths = [tpr * 4 * vec for tpr in (32, 64, 128, 256)] + ([1024] if dtype == torch.float32 else [])
+    """Rows that fill 32-256 threads of 4 vectors exactly take the compile-time forward, where
+    RMSNorm reads the weight beside x: 16-bit rows of 1024-8192, fp32 rows of 512 and 2048 (fp32
+    1024 is a warp of 8 vectors, fp32 4096 the two-read kernel). Row counts leave the last block's
+    row groups empty where a block holds several rows (4 rows at 32 threads, 2 at 64)."""
+    widths = [512, 1024, 2048] if dtype == torch.float32 else [1024, 2048, 4096, 8192]
     shapes = [(rows, cols) for cols in widths for rows in (1, 5, 4099)]
     report = wb.check(k[name], device="cuda", dtypes=[dtype], shapes=shapes)
     assert report.passed, str(report)

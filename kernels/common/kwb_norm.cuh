@@ -54,22 +54,16 @@ struct MeanM2Combine {
 
 // kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
-// kWeightAt (exact rows only): when a thread reads its weight vectors.
-//   kWeightLate          after the reductions, a vector at a time as each output vector is written
-//   kWeightWithX         all into registers beside x's loads (ptxas issues them first), as Inductor's
-//                        persistent reductions load theirs: the row's last L1/L2 round trip leaves its
-//                        critical path, for kVecs vectors of registers (norm_weight_at() picks it)
-//   kWeightAfterX        plain loads behind x's (ptxas issues them once x's values arrive)
-//   kWeightBeforeReduce  once the thread's sum of squares is done, the address made to depend on it
-//                        (ptxas hoists an independent ld.global.nc to the top; this one it sinks past
-//                        the reduction)
-// bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2 (H100, us): late 4.83, with x 4.30, after
-// x 4.76, before the reduction 4.74; torch.compile 4.48-4.50 (benchmarks/rowwise_forward_variants.py,
-// variants 29, 28, 31, 30).
-enum : int { kWeightLate = 0, kWeightWithX = 1, kWeightAfterX = 2, kWeightBeforeReduce = 3 };
-template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, int kWeightAt = kWeightLate>
+// kEarlyWeight (exact rows only): the weight's vectors read into registers beside x's (ptxas issues
+// them first), as Inductor's persistent reductions load theirs, not after the reductions a vector at a
+// time: the row's last L1/L2 round trip leaves its critical path, for kVecs vectors of registers
+// (norm_early_weight() says where). bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2 (H100):
+// 4.30 us early, 4.83 late, torch.compile 4.48-4.50; read behind x's loads instead, 4.74-4.76
+// (benchmarks/rowwise_forward_variants.py, variants 28-31; kernels/rmsnorm/NOTES.md, "Round 21").
+template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
+  static_assert(kExact || !kEarlyWeight, "the weight is read early on exact rows only");
   const int tpr = kExact ? kTpr : tpr_arg;
   const int64_t cols = kExact ? static_cast<int64_t>(kTpr) * kVecs * kVec : p.cols;
   __shared__ float scratch[2][32];
@@ -85,17 +79,12 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     const int64_t r = base + threadIdx.x / tpr;
     const int64_t n = r < p.rows ? cols : 0;  // a group past the last row holds no columns
     RowRegs<T, kVec, kVecs> in;
-    RowRegs<T, kVec, kVecs> wr;  // the weight's vectors, where read early
-    auto load_weight = [&](int64_t offset) {
-#pragma unroll
-      for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + offset + in.col(i, lane, tpr));
-    };
+    RowRegs<T, kVec, kVecs> wr;  // kEarlyWeight: the weight's vectors
     if constexpr (kExact) {
       in.load_all_if(x + r * cols, lane, tpr, n != 0);
-      if constexpr (kWeightAt == kWeightWithX) load_weight(0);
-      if constexpr (kWeightAt == kWeightAfterX)  // plain loads: ptxas keeps them behind x's
+      if constexpr (kEarlyWeight)
 #pragma unroll
-        for (int i = 0; i < kVecs; ++i) wr.v[i] = *reinterpret_cast<const Vec<T, kVec>*>(w + in.col(i, lane, tpr));
+        for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + in.col(i, lane, tpr));
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
@@ -124,21 +113,21 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
           const float d = in.at(i, j) - mean;
           ss += d * d;
         }
-    if constexpr (kExact && kWeightAt == kWeightBeforeReduce) load_weight(ss < 0.f ? kVec : 0);  // ss >= 0 (or NaN): 0
     const float var = reduce.sum(ss, tpr) * inv_cols;
     const float rstd = rsqrtf(var + p.eps);
     if (lane == 0 && r < p.rows) {
       if constexpr (kCentered) p.mean[r] = mean;
       p.rstd[r] = rstd;
     }
-    // w and b through the read-only path (ld.global.nc): y may alias them for all the compiler
-    // knows, and a plain load of vector i + 1 waits behind vector i's store. Loading all 4 at
-    // once spilled 66-240 bytes at 64 registers in 16-bit types.
+    // Read late, w and b go through the read-only path (ld.global.nc): y may alias them for all
+    // the compiler knows, and a plain load of vector i + 1 waits behind vector i's store. All 4
+    // loaded at once here spilled 66-240 bytes at 64 registers in 16-bit types (LayerNorm's weight
+    // and bias), where RMSNorm's weight read beside x fits (norm_early_weight()).
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!has(i) || n == 0) continue;
       const int64_t c = in.col(i, lane, tpr);
-      const Vec<T, kVec> wv = kExact && kWeightAt != kWeightLate ? wr.v[i] : ldg_vec<T, kVec>(w + c);
+      const Vec<T, kVec> wv = kEarlyWeight ? wr.v[i] : ldg_vec<T, kVec>(w + c);
       float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) out[j] = (in.at(i, j) - mean) * rstd * to_acc<float>(wv.v[j]);
@@ -847,12 +836,12 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   return L.grid * L.rows_per_block;
 }
 
-// Where exact rows read the weight early: RMSNorm's 4 vectors a thread fit 64 registers beside x's
-// with no spill (ptxas, sm_90); LayerNorm's 16-bit rows spilled 8-28 bytes, and fp32 rows of 1024
-// (8 vectors) 68-104.
-template <typename T, bool kCentered>
-constexpr int norm_weight_at(int vecs) {
-  return vecs <= 4 && !kCentered ? kWeightWithX : kWeightLate;
+// Where exact rows read the weight early: RMSNorm's at up to 4 vectors a thread, which fit 64
+// registers beside x's with no spill (ptxas, sm_90). LayerNorm's 16-bit rows spilled 8-28 bytes
+// with it, and fp32 rows of 1024 (8 vectors) 68 (RMSNorm; 13.3 against 7.8 us a replay).
+template <bool kCentered>
+constexpr bool norm_early_weight(int vecs) {
+  return vecs <= 4 && !kCentered;
 }
 
 template <typename T, bool kCentered>
@@ -866,8 +855,8 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
     norm_forward_reread<kCentered><<<static_cast<unsigned>(p.rows), kRereadBlock, 0, stream>>>(p);
   } else if (e.tpr > 0) {
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      constexpr int kWeightAt = norm_weight_at<T, kCentered>(kVecs);
-      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kWeightAt><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      constexpr bool kEarly = norm_early_weight<kCentered>(kVecs);
+      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
     });
   } else if (L.vecs == 0) {
     if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
