@@ -145,6 +145,14 @@ variants 30 and 31 (removed; their code is at b8017f6): the weight read behind x
            the L2 4.30 / 4.83 / 4.74 / 4.76 / 4.48; over 26 copies 6.00 / 6.29 / 6.21 / 6.36 / 6.15;
            events 10.66 / 10.21-10.30 / 10.14 / 10.14 / 10.08-10.16
            (benchmarks/results/nvidia-h100-80gb-hbm3/2026-12-06-b8017f6-weight-early/)
+variant 32: RMSNorm only: variant 1 (kwb's geometry, 4 vectors a thread, a 64-register cap) with the
+           weight's vectors read beside x's, before the reductions, as the shipped kernel since
+           a6b01cd (ptxas issues the weight's first): the control for 33
+variant 33: variant 32 with the weight's loads marked evict_last in L1 and L2, as Inductor's
+           eviction_policy='evict_last'. With the events timer (each call behind a write over twice
+           the L2), the shipped weight-beside-x kernel ran 10.66 us where the weight read late ran
+           10.14-10.30 and torch.compile 10.08-10.16; in CUDA graphs it ran 4.30 against 4.83 and
+           4.48. Whether the weight's lines kept through the flush is torch.compile's edge there
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -220,6 +228,26 @@ __device__ __forceinline__ uint4 ld16(const void* p) { return __ldg(static_cast<
 // and a plain float4 store both come out as 4 32-bit stores for a thread's 3rd and 4th vector).
 __device__ __forceinline__ void st16(void* p, const uint4& v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+// Variants 32 and 33: loads as volatile asm (ptxas still issues the weight's first: their address
+// is ready first; made to depend on x's, ptxas sank them past the row's reduction).
+__device__ __forceinline__ uint4 ld16_ordered(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint4 ld16_nc_ordered(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+// Inductor's eviction_policy='evict_last' on the weight: both levels (kwb_norm.cuh's policy)
+__device__ __forceinline__ uint4 ld16_nc_keep(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
 }
 
 template <typename T> __device__ __forceinline__ float exp_(float v) { return sizeof(T) == 2 ? __expf(v) : expf(v); }
@@ -303,7 +331,10 @@ __device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*r
 // by a loop over row groups: with kStaged false the grid is one block a group (one trip);
 // with kStaged the grid is persistent and the next group's row is copied into shared memory
 // (cp.async) while this one reduces. Every thread of a block makes the same trips.
-template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged>
+// kWeightEarly (RMSNorm, unstaged): 0, the weight after the reductions; 1, the weight's vectors
+// and x's read before the reductions, x's unpredicated (a group past the last row reads the last
+// row again); 2, as 1 with the weight's loads marked evict_last in L1 and L2, as Inductor's.
+template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged, int kWeightEarly = 0>
 __global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
             float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows, int64_t cols, float inv_cols,
@@ -345,9 +376,24 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
       kwb::copy_async_wait<1>();
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? slot(s, i) : make_uint4(0u, 0u, 0u, 0u);
+    } else if constexpr (kWeightEarly > 0) {
+      const T* xs = x + (valid ? r : rows - 1) * cols + lane * kVec;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) v[i] = ld16_nc_ordered(xs + i * kStride);
     } else {
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16(xr + i * kStride) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    static_assert(kWeightEarly == 0 || (kOp == kRmsNorm && !kStaged), "the early weight is RMSNorm's, unstaged");
+    uint4 w_early[kWeightEarly > 0 ? kVecs : 1];
+    const T* we = wl;
+    if constexpr (kWeightEarly == 1) {
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_ordered(we + i * kStride);
+    } else if constexpr (kWeightEarly == 2) {
+      const uint64_t keep = kwb::l2_evict_last_policy();
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_keep(we + i * kStride, keep);
     }
     if constexpr (kOp == kSoftmax || kOp == kSoftmaxOnline) {
       // kSoftmaxOnline (variant 5): each thread's (max, sum) from its own values, then one
@@ -429,6 +475,11 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
           if constexpr (kCentered) mean_out[r] = mean;
           rstd_out[r] = rstd;
         }
+        if constexpr (kWeightEarly > 0) {
+#pragma unroll
+          for (int i = 0; i < kVecs; ++i)
+            st16(yr + i * kStride, normalized<T, false>(v[i], w_early[i], w_early[i], mean, rstd));
+        } else
 #pragma unroll
         for (int c = 0; c < kVecs; c += kChunk) {
           uint4 wv[kChunk], bv[kCentered ? kChunk : 1];
@@ -561,12 +612,12 @@ struct Args {
 
 // kRegs: the register cap (__launch_bounds__' second argument = 65536 / (kRegs * kBlock) blocks).
 // kBlockMin: the smallest block (128; variant 6: one row a block, as Inductor's grid).
-template <int kOp, typename T, int kTpr, int kVecs, int kRegs, bool kStaged, int kBlockMin = 128>
+template <int kOp, typename T, int kTpr, int kVecs, int kRegs, bool kStaged, int kBlockMin = 128, int kWeightEarly = 0>
 const char* launch(const Args& a, cudaStream_t stream) {
   constexpr int kBlock = kTpr > kBlockMin ? kTpr : kBlockMin;
   constexpr int kMinBlocks = 65536 / (kRegs * kBlock);
   constexpr int kVec = V16<T>::kN;
-  auto kernel = rwv_fwd<kOp, T, kTpr, kVecs, kBlock, kMinBlocks, kStaged>;
+  auto kernel = rwv_fwd<kOp, T, kTpr, kVecs, kBlock, kMinBlocks, kStaged, kWeightEarly>;
   if (a.cols != static_cast<int64_t>(kTpr) * kVecs * kVec) return "internal: the geometry does not cover the row";
   const int64_t groups = (a.rows + kBlock / kTpr - 1) / (kBlock / kTpr);
   int64_t grid = groups;
@@ -701,13 +752,13 @@ const char* shipped_exact(const Args& a, cudaStream_t stream) {
 
 // 4 vectors a thread, tpr = cols / (4 vectors): the shipped register path's pick for rows of
 // 512-4096 fp32 / 1024-8192 bf16 columns.
-template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128>
+template <int kOp, typename T, int kRegs, bool kStaged, int kBlockMin = 128, int kWeightEarly = 0>
 const char* four_vectors(const Args& a, int64_t tpr, cudaStream_t stream) {
   switch (tpr) {
-    case 32: return launch<kOp, T, 32, 4, kRegs, kStaged, kBlockMin>(a, stream);
-    case 64: return launch<kOp, T, 64, 4, kRegs, kStaged, kBlockMin>(a, stream);
-    case 128: return launch<kOp, T, 128, 4, kRegs, kStaged, kBlockMin>(a, stream);
-    case 256: return launch<kOp, T, 256, 4, kRegs, kStaged, kBlockMin>(a, stream);
+    case 32: return launch<kOp, T, 32, 4, kRegs, kStaged, kBlockMin, kWeightEarly>(a, stream);
+    case 64: return launch<kOp, T, 64, 4, kRegs, kStaged, kBlockMin, kWeightEarly>(a, stream);
+    case 128: return launch<kOp, T, 128, 4, kRegs, kStaged, kBlockMin, kWeightEarly>(a, stream);
+    case 256: return launch<kOp, T, 256, 4, kRegs, kStaged, kBlockMin, kWeightEarly>(a, stream);
     default: return "does not apply: 4 vectors a thread need cols / (4 x 16 bytes) threads in 32, 64, 128, 256";
   }
 }
@@ -758,6 +809,13 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
     case 28: return shipped_exact<kOp, T, true>(a, stream);
     case 29: return shipped_exact<kOp, T, false>(a, stream);
+    case 32:
+    case 33:
+      if constexpr (kOp == kRmsNorm) {
+        return variant == 32 ? four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream)
+                             : four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
+      }
+      return "does not apply: the early weight in program order is RMSNorm's";
     default: return "no such variant";
   }
 }
@@ -816,7 +874,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29)
+VARIANTS = tuple(range(27)) + (28, 29, 32, 33)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
