@@ -232,11 +232,6 @@ __device__ __forceinline__ void st16(void* p, const uint4& v) {
 
 // Variants 32 and 33: loads as volatile asm (ptxas still issues the weight's first: their address
 // is ready first; made to depend on x's, ptxas sank them past the row's reduction).
-__device__ __forceinline__ uint4 ld16_ordered(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 __device__ __forceinline__ uint4 ld16_nc_ordered(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -386,14 +381,13 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
     }
     static_assert(kWeightEarly == 0 || (kOp == kRmsNorm && !kStaged), "the early weight is RMSNorm's, unstaged");
     uint4 w_early[kWeightEarly > 0 ? kVecs : 1];
-    const T* we = wl;
     if constexpr (kWeightEarly == 1) {
 #pragma unroll
-      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_ordered(we + i * kStride);
+      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_ordered(wl + i * kStride);
     } else if constexpr (kWeightEarly == 2) {
       const uint64_t keep = kwb::l2_evict_last_policy();
 #pragma unroll
-      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_keep(we + i * kStride, keep);
+      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_keep(wl + i * kStride, keep);
     }
     if constexpr (kOp == kSoftmax || kOp == kSoftmaxOnline) {
       // kSoftmaxOnline (variant 5): each thread's (max, sum) from its own values, then one

@@ -59,7 +59,8 @@ struct MeanM2Combine {
 // time: the row's last L1/L2 round trip leaves its critical path, for kVecs vectors of registers
 // (norm_early_weight() says where). bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2 (H100):
 // 4.30 us early, 4.83 late, torch.compile 4.48-4.50; read behind x's loads instead, 4.74-4.76
-// (benchmarks/rowwise_forward_variants.py, variants 28-31; kernels/rmsnorm/NOTES.md, "Round 21").
+// (benchmarks/rowwise_forward_variants.py, variants 28-29, and 30-31 at b8017f6; kernels/rmsnorm/NOTES.md,
+// "Round 21").
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
