@@ -52,24 +52,6 @@ struct MeanM2Combine {
   }
 };
 
-// The weight's vector, kept in L1 and L2 (evict_last in both, as Inductor's eviction_policy='evict_last'
-// loads it): 16-byte vectors on sm_80+, else ldg_vec.
-template <typename T, int kVec>
-__device__ __forceinline__ Vec<T, kVec> ldg_vec_keep(const T* p, uint64_t policy) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (sizeof(Vec<T, kVec>) == 16) {
-    uint4 bits;
-    asm("ld.global.nc.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(bits.x), "=r"(bits.y), "=r"(bits.z), "=r"(bits.w) : "l"(p), "l"(policy));
-    Vec<T, kVec> v;
-    memcpy(&v, &bits, sizeof(v));
-    return v;
-  }
-#endif
-  (void)policy;
-  return ldg_vec<T, kVec>(p);
-}
-
 // kTpr > 0: rows of exactly kTpr x kVecs vectors (exact_rows()), with tpr, the block and cols
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
 // kEarlyWeight (exact rows only): the weight's vectors read into registers beside x's (ptxas issues
@@ -78,9 +60,7 @@ __device__ __forceinline__ Vec<T, kVec> ldg_vec_keep(const T* p, uint64_t policy
 // (norm_early_weight() says where). bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2 (H100):
 // 4.30 us early, 4.83 late, torch.compile 4.48-4.50; read behind x's loads instead, 4.74-4.76
 // (benchmarks/rowwise_forward_variants.py, variants 28-29, and 30-31 at b8017f6; kernels/rmsnorm/NOTES.md,
-// "Round 21"). The early loads keep the weight (evict_last, ldg_vec_keep): timed with events, each call
-// behind a write over twice the L2, the unhinted early read ran 10.66 us against 10.14-10.30 late and
-// torch.compile's 10.08-10.16, whose weight load carries evict_last.
+// "Round 21").
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   constexpr bool kExact = kTpr > 0;
@@ -103,14 +83,9 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     RowRegs<T, kVec, kVecs> wr;  // kEarlyWeight: the weight's vectors
     if constexpr (kExact) {
       in.load_all_if(x + r * cols, lane, tpr, n != 0);
-      if constexpr (kEarlyWeight) {
-        uint64_t keep = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
-#endif
+      if constexpr (kEarlyWeight)
 #pragma unroll
-        for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec_keep<T, kVec>(w + in.col(i, lane, tpr), keep);
-      }
+        for (int i = 0; i < kVecs; ++i) wr.v[i] = ldg_vec<T, kVec>(w + in.col(i, lane, tpr));
     } else {
       in.load(x + r * cols, n, lane, tpr);
     }
