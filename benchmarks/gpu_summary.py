@@ -16,14 +16,19 @@ REQUIRED = ("commit", "date", "torch", "cuda", "build_all_cold_s", "kwb_run_cold
             "kwb_run_cached_rc", "pytest_passed", "pytest_failed", "sanitizer_errors", "notebooks_ok", "notebooks_failed")
 
 
+# Facts that are text even where they read as numbers: a short hash 0228551 became the int 228551,
+# and one like 1e51234 would become a float.
+TEXT_FACTS = ("commit", "date", "pytest_failures")
+
+
 def facts(path: Path) -> dict:
     out = {}
     for line in path.read_text().splitlines():
         key, _, value = line.partition("=")
-        try:
-            out[key] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
-        except ValueError:
+        if key in TEXT_FACTS or not re.fullmatch(r"-?\d+(\.\d+)?", value):
             out[key] = value
+        else:
+            out[key] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
     return out
 
 
