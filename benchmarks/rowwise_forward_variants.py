@@ -152,7 +152,18 @@ variant 33: variant 32 with the weight's loads marked evict_last in L1 and L2, a
            eviction_policy='evict_last'. With the events timer (each call behind a write over twice
            the L2), the shipped weight-beside-x kernel ran 10.66 us where the weight read late ran
            10.14-10.30 and torch.compile 10.08-10.16; in CUDA graphs it ran 4.30 against 4.83 and
-           4.48. Whether the weight's lines kept through the flush is torch.compile's edge there
+           4.48. Whether the weight's lines kept through the flush is torch.compile's edge there:
+           no (H100, 0228551, us a call; v32 / v33 / v29 / compile): events 10.66 / 10.62 / 10.27 /
+           10.08; graphs from the L2 4.26 / 4.28 / 4.84 / 4.44; over 26 copies 5.96 / 5.96 / 6.30 /
+           6.14 (benchmarks/results/nvidia-h100-80gb-hbm3/2026-12-06-0228551/)
+variant 34: variant 32 with x's loads issued first and the weight's right behind them (in 32 and 33,
+           ptxas issues the weight's first, their address being ready ~16 instructions before x's):
+           the weight's address is tied to x's row offset, and the thread's sum of squares to the
+           weight's bits, through a mask ptxas cannot fold (with the address alone ptxas sank the
+           weight's loads past the row's reduction, as in variant 30). Whether
+           the order is what costs the early weight its 0.5 us in the events rows, where under ncu
+           (one launch, the L2 invalidated, not written over) it is the fastest: 6.85 against 7.23
+           (late) and Inductor's 7.71
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -230,8 +241,8 @@ __device__ __forceinline__ void st16(void* p, const uint4& v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
-// Variants 32 and 33: loads as volatile asm (ptxas still issues the weight's first: their address
-// is ready first; made to depend on x's, ptxas sank them past the row's reduction).
+// Variants 32-34: loads as volatile asm (ptxas still issues the weight's first where their address
+// is ready first; made to depend on x's values, ptxas sank them past the row's reduction).
 __device__ __forceinline__ uint4 ld16_nc_ordered(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -328,7 +339,10 @@ __device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*r
 // (cp.async) while this one reduces. Every thread of a block makes the same trips.
 // kWeightEarly (RMSNorm, unstaged): 0, the weight after the reductions; 1, the weight's vectors
 // and x's read before the reductions, x's unpredicated (a group past the last row reads the last
-// row again); 2, as 1 with the weight's loads marked evict_last in L1 and L2, as Inductor's.
+// row again); 2, as 1 with the weight's loads marked evict_last in L1 and L2, as Inductor's; 3, as 1
+// with x's loads issued first and the weight's right behind them: the weight's address tied to x's
+// row offset, and the thread's sum of squares to the weight's bits, both through zero_mask (tied
+// only by its address, ptxas sank the weight's loads past the row's reduction).
 template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged, int kWeightEarly = 0>
 __global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -358,6 +372,8 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
       kwb::copy_async_commit();  // an empty group past the last row keeps wait's count right
     }
   };
+  // 0 for any row count under 2^62, which ptxas cannot fold: variant 34's ties
+  const int64_t zero_mask = -(rows >> 62);
   int64_t base = static_cast<int64_t>(blockIdx.x) * kRpb;
   issue(base + group, 0);
   for (int s = 0; base < rows; base += step, s ^= 1) {
@@ -388,6 +404,11 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
       const uint64_t keep = kwb::l2_evict_last_policy();
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_keep(wl + i * kStride, keep);
+    } else if constexpr (kWeightEarly == 3) {
+      const int64_t tie = ((valid ? r : rows - 1) * cols) & zero_mask;
+      const T* wt = wl + tie;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_ordered(wt + i * kStride);
     }
     if constexpr (kOp == kSoftmax || kOp == kSoftmaxOnline) {
       // kSoftmaxOnline (variant 5): each thread's (max, sum) from its own values, then one
@@ -462,6 +483,12 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
           const float d = f[j] - mean;
           ss += d * d;
         }
+      }
+      if constexpr (kWeightEarly == 3) {  // the row's sum waits for the weight: ptxas cannot sink its loads
+        uint32_t wbits = 0;
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) wbits |= w_early[i].x | w_early[i].y | w_early[i].z | w_early[i].w;
+        ss = __int_as_float(__float_as_int(ss) | static_cast<int>(wbits & static_cast<uint32_t>(zero_mask)));
       }
       const float rstd = rsqrtf(row_reduce<kTpr, kWarps, false>(ss, red, parity) * inv_cols + eps);
       if (valid) {
@@ -805,9 +832,11 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 29: return shipped_exact<kOp, T, false>(a, stream);
     case 32:
     case 33:
+    case 34:
       if constexpr (kOp == kRmsNorm) {
-        return variant == 32 ? four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream)
-                             : four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
+        if (variant == 32) return four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream);
+        if (variant == 33) return four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
+        return four_vectors<kOp, T, 64, false, 128, 3>(a, nv / 4, stream);
       }
       return "does not apply: the early weight in program order is RMSNorm's";
     default: return "no such variant";
@@ -868,7 +897,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 32, 33)
+VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
