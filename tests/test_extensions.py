@@ -418,6 +418,29 @@ def test_a_cuda_units_ops_header_names_the_aten_ops_it_calls_and_nothing_else(tm
     assert "#include <ATen/ops/sigmoid.h>" in light_headers.ops_header(unit)  # calls without torch::
 
 
+def test_the_ops_header_included_as_both_names_declares_torch_s_aliases_once(tmp_path):
+    """load_inline's prelude includes torch/types.h and the cell torch/extension.h: the ops level
+    writes one text under both names. GCC's #pragma once takes two files for one only where their
+    mtimes fall in the same second; a second apart (a slow disk), torch::kFloat32 was defined twice
+    and the unit fell to the heavier level."""
+    from torch.utils.cpp_extension import include_paths
+
+    from workbench.jit import toolchain
+
+    unit = tmp_path / "cuda.cu"
+    unit.write_text("#include <torch/types.h>\n#include <torch/extension.h>\n"
+                    "torch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }\n")
+    (flag,) = light_headers.Levels(tmp_path).flags(unit)
+    headers = Path(flag[2:]) / "torch"
+    stamp = (headers / "extension.h").stat().st_mtime
+    os.utime(headers / "types.h", (stamp + 2, stamp + 2))
+    res = subprocess.run([toolchain.cxx_path(), "-std=c++20", "-E", "-P", "-x", "c++", flag,
+                          *[f"-I{d}" for d in include_paths()], str(unit)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.count("constexpr auto kFloat32 = at::kFloat;") == 1
+
+
 def test_a_unit_that_fails_at_its_level_moves_down_one_and_the_folder_remembers(tmp_path):
     unit = tmp_path / "k.cu"
     unit.write_text("#include <torch/extension.h>\n")

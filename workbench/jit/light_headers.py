@@ -97,11 +97,15 @@ def ops_header(path: Path) -> str:
         names |= {n for t in texts for n in _ANY_CALL.findall(t)}
     ops_dir = torch_facts.package_dir() / "include" / "ATen" / "ops"
     ops = sorted(n for n in names if (ops_dir / f"{n}.h").is_file())
+    # One guard for both names it is written under (torch/extension.h, torch/types.h): GCC's #pragma
+    # once takes two files for one only where their mtimes share a second, and a second apart the
+    # aliases below were defined twice and the unit compiled again one level down.
     return ("// kwb's torch/extension.h for one CUDA unit (workbench/jit/light_headers.py): ATen's core and\n"
             "// the ATen ops this unit names; a unit that needs more compiles again with torch/types.h.\n"
-            "#pragma once\n#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n#include <ATen/TensorOptions.h>\n"
+            "#ifndef KWB_TORCH_OPS_HEADER\n#define KWB_TORCH_OPS_HEADER\n"
+            "#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n#include <ATen/TensorOptions.h>\n"
             + "".join(f"#include <ATen/ops/{n}.h>\n" for n in ops)
-            + _torch_namespace())
+            + _torch_namespace() + "#endif  // KWB_TORCH_OPS_HEADER\n")
 
 
 # torch/types.h's own declarations in namespace torch (torch::kFloat32, torch::Dtype, optional),
