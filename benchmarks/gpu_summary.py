@@ -25,10 +25,12 @@ def facts(path: Path) -> dict:
     out = {}
     for line in path.read_text().splitlines():
         key, _, value = line.partition("=")
-        if key in TEXT_FACTS or not re.fullmatch(r"-?\d+(\.\d+)?", value):
-            out[key] = value
+        if key not in TEXT_FACTS and re.fullmatch(r"-?\d+", value):
+            out[key] = int(value)
+        elif key not in TEXT_FACTS and re.fullmatch(r"-?\d+\.\d+", value):
+            out[key] = float(value)
         else:
-            out[key] = int(value) if re.fullmatch(r"-?\d+", value) else float(value)
+            out[key] = value
     return out
 
 
