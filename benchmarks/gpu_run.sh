@@ -16,7 +16,8 @@
 #           kernels in KWB_INDUCTOR_KERNELS (options in KWB_INDUCTOR_ARGS), into <run>/inductor/ (only when named)
 #   ncu     benchmarks/ncu_compare.py under Nsight Compute for each case in KWB_NCU_COMPARE (only when named)
 #   graphs  benchmarks/graph_timeline.py and launch_paths.py --dump: the graph rows' kernels, gaps,
-#           launch paths and CUDA's DOT of each provider's graph, into <run>/ (only when named)
+#           launch paths and CUDA's DOT of each provider's graph, into <run>/, and `kwb bench`'s own fp32
+#           add row beside them (KWB_GRAPH_CASES: "add rmsnorm"; KWB_LAUNCH_COPIES: "32,1"; only when named)
 #   pytest  the GPU suite: python -m pytest -m "cuda or nvcc or nvrtc" (KWB_PYTEST_ARGS: more arguments)
 #   sanitize  benchmarks/sanitize.py: memcheck on every kernel (KWB_SANITIZE_NAMES: some), racecheck
 #           where shared memory is used (beside the GPU suite: both judge correctness only)
@@ -200,13 +201,19 @@ if wants graphs; then
   t=$(now)
   python benchmarks/graph_timeline.py --copies 32,1 --seconds 0.4 --out "$run_dir" > "$run_dir/graph_timeline.log" 2>&1
   fact graph_timeline_rc "$?"
-  for case in add rmsnorm; do
+  for case in ${KWB_GRAPH_CASES:-add rmsnorm}; do
     # the DOT and SASS in a process of their own: a graph's debug mode holds on to every graph after it
     python benchmarks/launch_paths.py --case "$case" --copies "" --dump "$run_dir/graphs_$case" \
       > "$run_dir/launch_paths_${case}_dump.log" 2>&1
-    python benchmarks/launch_paths.py --case "$case" --copies 32,1 --seconds 0.4 > "$run_dir/launch_paths_$case.log" 2>&1
+    # KWB_LAUNCH_COPIES: input copies each graph rotates over; 13 is the harness's (twice the L2)
+    python benchmarks/launch_paths.py --case "$case" --copies "${KWB_LAUNCH_COPIES:-32,1}" --seconds 0.4 \
+      > "$run_dir/launch_paths_$case.log" 2>&1
     fact "launch_paths_${case}_rc" "$?"
   done
+  # the harness's own row for the add, on the same machine, to set beside launch_paths.py's
+  python -m workbench.cli bench vector_add --dtype float32 --sizes 1048576 --no-backward --no-launches \
+    > "$run_dir/bench_vector_add_2e20.log" 2>&1
+  fact bench_vector_add_rc "$?"
   fact graphs_s "$(since "$t")"
 fi
 
