@@ -11,6 +11,11 @@ variant "copy B":  a copy of the map for n % (16 / element size) == 0: no tail, 
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
                    (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)
+variant "v8 B":    the shipped map (tail and all) at 8-byte vectors, two floats or four halves a
+                   thread: Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1
+                   (XBLOCK 512, 256 threads, LDG.E.64; benchmarks/launch_paths.py --dump), whose cubin
+                   replayed at 4.91 us where kwb's 16-byte map and every other build of the add ran
+                   5.04-5.06 (over 13 and 32 input copies)
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--dtypes float32] [--out DIR]
         [--in-turns S]                                                            # a CUDA GPU
@@ -32,8 +37,8 @@ import workbench as wb
 
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~0.6 ms of 3 us calls a replay
 VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
-            ("x2", 256)]
-KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3}
+            ("x2", 256), ("v8", 128), ("v8", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3, "v8": 4}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -104,6 +109,12 @@ __global__ void __launch_bounds__(kBlock) copy_map_x2(kwb::MapArgs<T, 2> args, F
 template <int kBlock, typename T, typename F>
 const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
   if (kind == 0) return kwb::elementwise<T, 2, kBlock>(args, f, s);
+  if (kind == 4) {
+    if (!kwb::is_aligned(args.out, 8) || !kwb::is_aligned(args.in[0], 8) || !kwb::is_aligned(args.in[1], 8))
+      return "v8 variants: 8-byte aligned data";
+    kwb::launch_map<T, 2, 8 / sizeof(T), kBlock>(args, f, s);
+    return kwb::last_launch_error();
+  }
   constexpr int kVec = 16 / sizeof(T);
   if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "copy variants: n % (16 / element size) must be 0, n < 2^31";
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);

@@ -164,6 +164,14 @@ variant 34: variant 32 with x's loads issued first and the weight's right behind
            the order is what costs the early weight its 0.5 us in the events rows, where under ncu
            (one launch, the L2 invalidated, not written over) it is the fastest: 6.85 against 7.23
            (late) and Inductor's 7.71
+           (bf16 4096 x 1024, H100, 07f59c1, us a call; v32 / v34 / v29 / compile: events 10.72 /
+           10.62 / 10.40 / 10.18; graphs from the L2 4.24 / 4.26 / 4.83 / 4.49; over 26 copies 5.98 /
+           5.94 / 6.31 / 6.19): the order is a third of it at most
+variants 35-37: x is read once, and the events timer's flush leaves the L2 full of dirty lines, each
+           of which a line of x or y must evict (a write to HBM) where it takes a dirty line's place.
+           Marked evict_first, x's own clean lines are what y's replace. 35: variant 32 with x's loads
+           L2 evict_first (createpolicy) and L1 no_allocate; 36: variant 32 with x's loads .cs; 37:
+           variant 29's late weight with x's loads as 35's
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -246,6 +254,19 @@ __device__ __forceinline__ void st16(void* p, const uint4& v) {
 __device__ __forceinline__ uint4 ld16_nc_ordered(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+// x read once: variant 35 marks its lines L2 evict_first (and skips L1), 36 loads them .cs (evict-first
+// in both); 37 is 35 with the weight read late
+__device__ __forceinline__ uint4 ld16_nc_drop(const void* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+  return v;
+}
+__device__ __forceinline__ uint4 ld16_nc_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cs.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 // Inductor's eviction_policy='evict_last' on the weight: both levels (kwb_norm.cuh's policy)
@@ -342,7 +363,8 @@ __device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*r
 // row again); 2, as 1 with the weight's loads marked evict_last in L1 and L2, as Inductor's; 3, as 1
 // with x's loads issued first and the weight's right behind them: the weight's address tied to x's
 // row offset, and the thread's sum of squares to the weight's bits, both through zero_mask (tied
-// only by its address, ptxas sank the weight's loads past the row's reduction).
+// only by its address, ptxas sank the weight's loads past the row's reduction); 4, as 1 with x's loads
+// L2 evict_first; 5, as 1 with x's loads .cs; 6, as 0 with x's loads L2 evict_first.
 template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged, int kWeightEarly = 0>
 __global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -372,6 +394,8 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
       kwb::copy_async_commit();  // an empty group past the last row keeps wait's count right
     }
   };
+  constexpr bool kEarly = kWeightEarly >= 1 && kWeightEarly <= 5;
+  constexpr int kXHint = kWeightEarly == 4 || kWeightEarly == 6 ? 1 : kWeightEarly == 5 ? 2 : 0;
   // 0 for any row count under 2^62, which ptxas cannot fold: variant 34's ties
   const int64_t zero_mask = -(rows >> 62);
   int64_t base = static_cast<int64_t>(blockIdx.x) * kRpb;
@@ -387,17 +411,30 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
       kwb::copy_async_wait<1>();
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? slot(s, i) : make_uint4(0u, 0u, 0u, 0u);
-    } else if constexpr (kWeightEarly > 0) {
+    } else if constexpr (kEarly) {
       const T* xs = x + (valid ? r : rows - 1) * cols + lane * kVec;
+      if constexpr (kXHint == 1) {
+        const uint64_t drop = kwb::l2_evict_first_policy();
 #pragma unroll
-      for (int i = 0; i < kVecs; ++i) v[i] = ld16_nc_ordered(xs + i * kStride);
+        for (int i = 0; i < kVecs; ++i) v[i] = ld16_nc_drop(xs + i * kStride, drop);
+      } else if constexpr (kXHint == 2) {
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) v[i] = ld16_nc_stream(xs + i * kStride);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVecs; ++i) v[i] = ld16_nc_ordered(xs + i * kStride);
+      }
+    } else if constexpr (kXHint == 1) {
+      const uint64_t drop = kwb::l2_evict_first_policy();
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16_nc_drop(xr + i * kStride, drop) : make_uint4(0u, 0u, 0u, 0u);
     } else {
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) v[i] = valid ? ld16(xr + i * kStride) : make_uint4(0u, 0u, 0u, 0u);
     }
     static_assert(kWeightEarly == 0 || (kOp == kRmsNorm && !kStaged), "the early weight is RMSNorm's, unstaged");
-    uint4 w_early[kWeightEarly > 0 ? kVecs : 1];
-    if constexpr (kWeightEarly == 1) {
+    uint4 w_early[kEarly ? kVecs : 1];
+    if constexpr (kWeightEarly == 1 || kWeightEarly == 4 || kWeightEarly == 5) {
 #pragma unroll
       for (int i = 0; i < kVecs; ++i) w_early[i] = ld16_nc_ordered(wl + i * kStride);
     } else if constexpr (kWeightEarly == 2) {
@@ -496,7 +533,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
           if constexpr (kCentered) mean_out[r] = mean;
           rstd_out[r] = rstd;
         }
-        if constexpr (kWeightEarly > 0) {
+        if constexpr (kEarly) {
 #pragma unroll
           for (int i = 0; i < kVecs; ++i)
             st16(yr + i * kStride, normalized<T, false>(v[i], w_early[i], w_early[i], mean, rstd));
@@ -833,10 +870,16 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 32:
     case 33:
     case 34:
+    case 35:
+    case 36:
+    case 37:
       if constexpr (kOp == kRmsNorm) {
         if (variant == 32) return four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream);
         if (variant == 33) return four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
-        return four_vectors<kOp, T, 64, false, 128, 3>(a, nv / 4, stream);
+        if (variant == 34) return four_vectors<kOp, T, 64, false, 128, 3>(a, nv / 4, stream);
+        if (variant == 35) return four_vectors<kOp, T, 64, false, 128, 4>(a, nv / 4, stream);
+        if (variant == 36) return four_vectors<kOp, T, 64, false, 128, 5>(a, nv / 4, stream);
+        return four_vectors<kOp, T, 64, false, 128, 6>(a, nv / 4, stream);
       }
       return "does not apply: the early weight in program order is RMSNorm's";
     default: return "no such variant";
@@ -897,7 +940,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34)
+VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34, 35, 36, 37)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
