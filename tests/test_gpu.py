@@ -27,6 +27,19 @@ def test_unaligned_views_take_the_scalar_path_correctly(kernels, dtype):
     torch.testing.assert_close(kernels["vector_add"].vector_add(base[3:], y), (base[3:].float() + y.float()).to(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 3, 1023, 4099])
+def test_views_8_bytes_past_a_16_byte_boundary_take_the_vector_path_with_its_tail(kernels, dtype, n):
+    # The map's vectors are 8 bytes: such a view is aligned for them, and n leaves a tail.
+    skip = 8 // torch.empty((), dtype=dtype).element_size()
+    a = torch.randn(n + skip, device="cuda", dtype=dtype)[skip:]
+    b = torch.randn(n + skip, device="cuda", dtype=dtype)[skip:]
+    assert a.data_ptr() % 16 == 8
+    torch.testing.assert_close(kernels["vector_add"].vector_add(a, b), (a.float() + b.float()).to(dtype), rtol=0, atol=0)
+    torch.testing.assert_close(kernels["relu_scale"].relu_scale(a, 2.0), (a.float().clamp_min(0) * 2).to(dtype),
+                               rtol=0, atol=0)
+
+
 def test_more_than_2_pow_31_elements(kernels):
     n = (1 << 31) + 37
     x = torch.full((n,), 2.0, device="cuda", dtype=torch.float16)

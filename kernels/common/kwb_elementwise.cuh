@@ -1,10 +1,17 @@
 // A vectorized elementwise map: out[i] = f(in_0[i], ..., in_{K-1}[i]) over n elements of one
 // type T, for any n (0 and over 2^31 included).
 //
-// How: one 16-byte vector (4 floats, 8 halves) per thread when every pointer is 16-byte
+// How: one 8-byte vector (2 floats, 4 halves) per thread when every pointer is 8-byte
 // aligned, as many 256-thread blocks as the data needs, and the n % kVec tail element by
 // element on the threads after the vectors'; unaligned pointers take the scalar path. 32-bit
 // indices below 2^31 elements, 64-bit above.
+//
+// Why 8 bytes, not 16: Inductor's pick for the fp32 add at 2^20 on the H100 (XBLOCK 512, 256
+// threads, LDG.E.64), and faster there as CUDA-graph replays: 4.93 us against 5.05 for every
+// 16-byte shape (torch.compile 4.90); at 2^26, 265.3 against 268.1 us fp32 (compile 265.3) and
+// 136.4 against 137.3 bf16 (compile 137.3), with events. The one row it loses: events at 2^20,
+// where the flush leaves the L2 dirty, 9.44 against 9.25 us (compile 9.41)
+// (benchmarks/map_block_variants.py, variant "v8 256"; kernels/relu_scale/NOTES.md, "Round 23").
 //
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
@@ -116,14 +123,16 @@ void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   else launch_indexed<T, K, kVec, int64_t, kBlock>(args, f, blocks, tail != 0, stream);
 }
 
+constexpr int kVecBytes = 8;
+
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
 template <typename T, int K, int kBlock = kThreads, typename F>
 const char* elementwise(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   if (args.n == 0) return nullptr;
-  constexpr int kVec = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
-  bool aligned = is_aligned(args.out, 16);
+  constexpr int kVec = kVecBytes / sizeof(T) > 0 ? kVecBytes / sizeof(T) : 1;
+  bool aligned = is_aligned(args.out, kVecBytes);
 #pragma unroll
-  for (int k = 0; k < K; ++k) aligned = aligned && is_aligned(args.in[k], 16);
+  for (int k = 0; k < K; ++k) aligned = aligned && is_aligned(args.in[k], kVecBytes);
   if (aligned) launch_map<T, K, kVec, kBlock>(args, f, stream);
   else launch_map<T, K, 1, kBlock>(args, f, stream);
   return last_launch_error();

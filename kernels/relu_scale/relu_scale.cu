@@ -1,6 +1,6 @@
 // relu_scale CUDA kernels: y = max(x, 0) * alpha and its gradient, one read and one write
 // per element (8 bytes per fp32 element; predicted time: kernels/relu_scale/NOTES.md). Both run
-// through kwb::elementwise: 16-byte vectors, one a thread. The training pair saves a bit
+// through kwb::elementwise: 8-byte vectors, one a thread. The training pair saves a bit
 // per element (!(x <= 0), set for NaN) instead of x: a step moves 4 elements and 2 bits per element, not 5
 // elements; torch.compile's step saves a byte per element, 10% more bytes in fp32, 21% more in
 // 16-bit types.
@@ -34,7 +34,7 @@ struct ReluScaleBackward {
   }
 };
 
-// The training pair: a thread takes one 16-byte vector (kVec elements, as kwb::elementwise; 8
+// The training pair: a thread takes one 16-byte vector (kVec elements; 8
 // elements a thread, two fp32 vectors, ran the fp32 step of 2^26 in 495 us on the H100, where
 // its bytes predict 370), and the 8 / kVec threads that share a mask byte put their bits
 // together with shuffles. Unaligned tensors take kVec = 1.

@@ -1,6 +1,6 @@
 // vector_add CUDA kernel: c = a + b, two reads and one write per element (12 bytes per fp32
 // element; predicted and measured: kernels/relu_scale/NOTES.md), through kwb::elementwise
-// (16-byte vectors, one a thread; fp16 and bf16 added two at a time).
+// (8-byte vectors, one a thread; fp16 and bf16 added two at a time).
 #include "kwb_elementwise.cuh"
 #include "vector_add.h"
 
