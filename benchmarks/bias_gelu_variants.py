@@ -14,7 +14,7 @@ torch.compile (`kwb run --full` at 61b0c02, H100):
 
     python benchmarks/bias_gelu_variants.py [--out DIR] [--shapes 256x4096,8192x8192]
         [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4] [--backward 0,1,2,3,4,5]
-        [--in-turns S]
+        [--in-turns S] [--copies events,0]
 
 forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a thread over the
            flat index, as kwb_elementwise.cuh's (relu_scale at 98% of the ceiling), the bias
@@ -25,6 +25,8 @@ forward 1: rows x columns tiling: a block owns 256 column vectors and a run of r
 forward 2: forward 0 with 2 vectors a thread (i and i + 256 in a block's 512), both loads first
 forward 3: 2 vectors a thread in 128-thread blocks (Inductor's block and share), loads first
 forward 4: 4 vectors a thread in 256-thread blocks, loads first
+forward 5: forward 0's shape at 8-byte vectors (2 floats, 4 halves), one a thread in 256-thread
+           blocks: the elementwise map's since 21ff9d9 (kernels/relu_scale/NOTES.md, "Round 23")
 --in-turns S: then the forward variants, eager and torch.compile timed again in turns (about S
            seconds of samples each, 1000 at most), so the GPU's drifting clocks land on all alike
 backward 0: the shipped kernel (k.bias_gelu_backward)
@@ -59,6 +61,7 @@ from in_turns import time_in_turns
 
 import workbench as wb
 
+GRAPH_CALLS = 200  # calls a CUDA graph holds with --copies N: ~0.8 ms of 4 us calls a replay
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels" / "bias_gelu"
 
 CUDA = r"""
@@ -126,6 +129,15 @@ __global__ void __launch_bounds__(kThreads) flat_forward_n(const T* __restrict__
 
 template <typename T, bool kTanh>
 const char* forward(const void* x, const void* bias, void* y, int64_t rows, int64_t cols, int variant, cudaStream_t stream) {
+  if (variant == 5) {
+    constexpr int kVec8 = 8 / sizeof(T);
+    if (cols % kVec8 != 0 || rows * cols / kVec8 >= (int64_t(1) << 31)) return "does not apply: whole 8-byte vectors, under 2^31";
+    const int64_t n8 = rows * cols / kVec8;
+    flat_forward_n<T, kVec8, kTanh, 256, 1><<<static_cast<unsigned>((n8 + 255) / 256), 256, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), static_cast<uint32_t>(n8),
+        kwb::Divider32(static_cast<uint32_t>(cols / kVec8)));
+    return kwb::last_launch_error();
+  }
   constexpr int kVec = 16 / sizeof(T);
   if (cols % kVec != 0) return "does not apply: rows of whole 16-byte vectors";
   const auto* xp = static_cast<const T*>(x);
@@ -215,7 +227,7 @@ static void check_inputs(const char* op, const at::Tensor& x, const at::Tensor& 
 
 at::Tensor forward_variant(const at::Tensor& x, const at::Tensor& bias, bool tanh, int64_t variant) {
   check_inputs("forward_variant", x, bias);
-  TORCH_CHECK(variant >= 1 && variant <= 4, "forward_variant: variant 1 to 4");
+  TORCH_CHECK(variant >= 1 && variant <= 5, "forward_variant: variant 1 to 5");
   at::Tensor y = at::empty_like(x);
   KWB_CHECK_LAUNCH("forward_variant", bgv_forward(x.const_data_ptr(), bias.const_data_ptr(), y.mutable_data_ptr(),
                                                   x.size(0), x.size(1), x.scalar_type() == at::kBFloat16, tanh,
@@ -244,7 +256,7 @@ std::vector<at::Tensor> backward_variant(const at::Tensor& grad, const at::Tenso
 """
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-FORWARD = (0, 1, 2, 3, 4)
+FORWARD = (0, 1, 2, 3, 4, 5)
 BACKWARD = (0, 1, 2, 3, 4, 5)
 
 
@@ -271,6 +283,9 @@ def main() -> None:
     parser.add_argument("--forms", default="tanh,none", help="GELU's approximate: tanh, none (erf)")
     parser.add_argument("--forward", default=",".join(map(str, FORWARD)), help="forward variants ('' for none)")
     parser.add_argument("--backward", default=",".join(map(str, BACKWARD)), help="backward variants ('' for none)")
+    parser.add_argument("--copies", default="events", metavar="LIST",
+                        help="with --in-turns: how each round in turns is timed, comma-separated: 'events' (calls back "
+                             f"to back), or N (CUDA-graph replays of {GRAPH_CALLS} calls over N input copies; 0: twice the L2)")
     parser.add_argument("--in-turns", type=float, default=0.0, metavar="S",
                         help="also time the forward variants, eager and torch.compile in turns, about S seconds of samples each (1000 at most)")
     args = parser.parse_args()
@@ -302,8 +317,12 @@ def main() -> None:
                     forwards["eager"] = reference
                     forwards["torch.compile"] = torch.compile(reference, fullgraph=True, dynamic=False)
                     forwards["torch.compile"](x, bias, form)
-                    time_in_turns(forwards, (x, bias, form), args.in_turns, f"{shape} {form} {str(dtype).removeprefix('torch.')}",
-                                  nbytes=2 * x.numel() * x.element_size())
+                    for how in (c for c in args.copies.split(",") if c):
+                        events = how == "events"
+                        time_in_turns(forwards, (x, bias, form), args.in_turns,
+                                      f"{shape} {form} {str(dtype).removeprefix('torch.')}",
+                                      nbytes=2 * x.numel() * x.element_size(), graph_calls=0 if events else GRAPH_CALLS,
+                                      copies=0 if events else int(how))
                 for v in (int(s) for s in args.backward.split(",") if s):
                     fn = (lambda g, a, b, f: tuple(shipped.bias_gelu_backward(g, a, b, f))) if v == 0 else \
                          (lambda g, a, b, f, v=v: tuple(k.backward_variant(g, a, b, f == "tanh", v)))
