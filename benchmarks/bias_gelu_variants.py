@@ -13,11 +13,11 @@ torch.compile (`kwb run --full` at 61b0c02, H100):
       summed again.
 
     python benchmarks/bias_gelu_variants.py [--out DIR] [--shapes 256x4096,8192x8192]
-        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4] [--backward 0,1,2,3,4,5]
+        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4,5] [--backward 0,1,2,3,4,5]
         [--in-turns S] [--copies events,0]
 
 forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a thread over the
-           flat index, as kwb_elementwise.cuh's (relu_scale at 98% of the ceiling), the bias
+           flat index (kwb_elementwise.cuh's shape until 21ff9d9; relu_scale at 98% of the ceiling), the bias
            vector at (i mod cols/vec) by a 32-bit multiply-shift divider; fp32 from 2^22 vectors
            in forward 3's shape (shipped since 2026-12-05)
 forward 1: rows x columns tiling: a block owns 256 column vectors and a run of rows

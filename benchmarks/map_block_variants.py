@@ -4,10 +4,11 @@ relu_scale's backward, polynomial_activation's backward). At 2^20 elements the m
 Inductor's kernels there ran 128-thread blocks (ncu, benchmarks/ncu_compare.py) where kwb's ran 256.
 
 variant "block B": kwb::elementwise<T, K, B> itself, so the row differs from the shipped kernel
-                   only in its block size (64 and 512 ran as 128 and 256 did, 3.49-3.59 us bf16)
-variant "copy B":  a copy of the map for n % (16 / element size) == 0: no tail, a thread a vector,
-                   straight-line code as Inductor's (its SASS: load, add, store, exit); the shipped
-                   map has run this shape since, where n has no tail
+                   only in its block size (64 and 512 ran as 128 and 256 did, 3.49-3.59 us bf16);
+                   since 21ff9d9 the shipped map is 8-byte, so "block 256" is "v8 256"'s code
+variant "copy B":  the 16-byte map for n % (16 / element size) == 0: no tail, a thread a vector,
+                   straight-line code as Inductor's (its SASS: load, add, store, exit); "copy 256"
+                   is the shape shipped until 21ff9d9, the 16-byte baseline
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
                    (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)

@@ -170,8 +170,9 @@ variant 34: variant 32 with x's loads issued first and the weight's right behind
 variants 35-37: x is read once, and the events timer's flush leaves the L2 full of dirty lines, each
            of which a line of x or y must evict (a write to HBM) where it takes a dirty line's place.
            Marked evict_first, x's own clean lines are what y's replace. 35: variant 32 with x's loads
-           L2 evict_first (createpolicy) and L1 no_allocate; 36: variant 32 with x's loads .cs; 37:
-           variant 29's late weight with x's loads as 35's
+           L2 evict_first (createpolicy) and L1 no_allocate (two changes); 36: variant 32 with x's loads
+           .cs; 37: variant 1 (rwv_fwd with the weight read late: not the shipped kernel, so v1, not v29,
+           is its control) with x's loads as 35's
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 

@@ -3,6 +3,8 @@ current stream, fp64 gradcheck and opcheck, torch.compile (the harness check of 
 and awkward shape is test_every_kernel.py's)."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -28,14 +30,21 @@ def test_unaligned_views_take_the_scalar_path_correctly(kernels, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [1, 3, 1023, 4099])
+@pytest.mark.parametrize("n", [1, 3, 6, 1023, 1024, 1026, 4099])
 def test_views_8_bytes_past_a_16_byte_boundary_take_the_vector_path_with_its_tail(kernels, dtype, n):
-    # The map's vectors are 8 bytes: such a view is aligned for them, and n leaves a tail.
-    skip = 8 // torch.empty((), dtype=dtype).element_size()
-    a = torch.randn(n + skip, device="cuda", dtype=dtype)[skip:]
-    b = torch.randn(n + skip, device="cuda", dtype=dtype)[skip:]
+    # The map's vectors are 8 bytes: such a view is aligned for them, and n % vector leaves a tail of
+    # 0, 1, 2 or 3 elements.
+    from workbench.harness import launches
+
+    vec = 8 // torch.empty((), dtype=dtype).element_size()
+    a = torch.randn(n + vec, device="cuda", dtype=dtype)[vec:]
+    b = torch.randn(n + vec, device="cuda", dtype=dtype)[vec:]
     assert a.data_ptr() % 16 == 8
     torch.testing.assert_close(kernels["vector_add"].vector_add(a, b), (a.float() + b.float()).to(dtype), rtol=0, atol=0)
+    # the vector path, not the scalar one: map_kernel<T, K, kVec, ...> with kVec = 8 bytes of T
+    names = [launch.name for launch in launches.profile(kernels["vector_add"].vector_add, (a, b))]
+    vecs = [int(m.group(1)) for m in (re.search(r"map_kernel<[^,]+, 2, (\d+),", name) for name in names) if m]
+    assert vecs == [vec], names
     torch.testing.assert_close(kernels["relu_scale"].relu_scale(a, 2.0), (a.float().clamp_min(0) * 2).to(dtype),
                                rtol=0, atol=0)
 

@@ -15,10 +15,10 @@
 //
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
-// At 2^20 elements (one wave) what counted was the code's shape, not its length or the block
-// size: the bf16 add at 73 SASS instructions a thread ran 3.47 us in a CUDA graph, at 27 with the
-// tail's branch still in 3.51, at 128-512 threads a block 3.49-3.52; without the tail's code, 3.42,
-// as Inductor's (see map_kernel).
+// At 2^20 elements what counted was the code's shape, not its length or the block size (measured
+// on the 16-byte map): the bf16 add at 73 SASS instructions a thread ran 3.47 us in a CUDA graph, at
+// 27 with the tail's branch still in 3.51, at 128-512 threads a block 3.49-3.52; without the tail's
+// code, 3.42, as Inductor's (see map_kernel). fp64 takes one element a thread (not timed since).
 //
 // Packed 16-bit math: a functor with `static constexpr bool kPacked = true` and a
 // `pair(P, ...)` on __half2 / __nv_bfloat162 gets two elements an instruction. Only for math
