@@ -57,7 +57,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from in_turns import time_in_turns
+from in_turns import time_each_way
 
 import workbench as wb
 
@@ -317,12 +317,9 @@ def main() -> None:
                     forwards["eager"] = reference
                     forwards["torch.compile"] = torch.compile(reference, fullgraph=True, dynamic=False)
                     forwards["torch.compile"](x, bias, form)
-                    for how in (c for c in args.copies.split(",") if c):
-                        events = how == "events"
-                        time_in_turns(forwards, (x, bias, form), args.in_turns,
-                                      f"{shape} {form} {str(dtype).removeprefix('torch.')}",
-                                      nbytes=2 * x.numel() * x.element_size(), graph_calls=0 if events else GRAPH_CALLS,
-                                      copies=0 if events else int(how))
+                    time_each_way(forwards, (x, bias, form), args.in_turns,
+                                  f"{shape} {form} {str(dtype).removeprefix('torch.')}", args.copies, GRAPH_CALLS,
+                                  nbytes=2 * x.numel() * x.element_size())
                 for v in (int(s) for s in args.backward.split(",") if s):
                     fn = (lambda g, a, b, f: tuple(shipped.bias_gelu_backward(g, a, b, f))) if v == 0 else \
                          (lambda g, a, b, f, v=v: tuple(k.backward_variant(g, a, b, f == "tanh", v)))

@@ -51,3 +51,13 @@ def time_in_turns(variants: dict[str, Callable], inputs: tuple, seconds: float, 
         print(f"  {name:>18} {median * 1e6:9.3f} us (p20 {st.p20 / per * 1e6:.3f}, p80 {st.p80 / per * 1e6:.3f}, "
               f"{st.n} samples){rate}", flush=True)
     return {name: st.median / per for name, st in stats.items()}
+
+
+def time_each_way(variants: dict[str, Callable], inputs: tuple, seconds: float, case: str, ways: str,
+                  graph_calls: int, flops: float | None = None, nbytes: float | None = None) -> None:
+    """time_in_turns once for each of `ways`, comma-separated (a --copies option): 'events' (calls
+    back to back) or N (CUDA-graph replays of graph_calls calls over N input copies; 0: twice the L2)."""
+    for how in (w for w in ways.split(",") if w):
+        events = how == "events"
+        time_in_turns(variants, inputs, seconds, case, flops=flops, nbytes=nbytes,
+                      graph_calls=0 if events else graph_calls, copies=0 if events else int(how))

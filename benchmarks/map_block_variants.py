@@ -5,26 +5,25 @@ Inductor's kernels there ran 128-thread blocks (ncu, benchmarks/ncu_compare.py) 
 
 variant "block B": kwb::elementwise<T, K, B> itself, so the row differs from the shipped kernel
                    only in its block size (64 and 512 ran as 128 and 256 did, 3.49-3.59 us bf16);
-                   since 21ff9d9 the shipped map is 8-byte, so "block 256" is "v8 256"'s code
+                   8-byte vectors since 21ff9d9 (round 23's "v8 B" below, now this variant)
 variant "copy B":  the 16-byte map for n % (16 / element size) == 0: no tail, a thread a vector,
                    straight-line code as Inductor's (its SASS: load, add, store, exit); "copy 256"
                    is the shape shipped until 21ff9d9, the 16-byte baseline
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
                    (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)
-variant "v8 B":    the shipped map (tail and all) at 8-byte vectors, two floats or four halves a
-                   thread: Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1
-                   (XBLOCK 512, 256 threads, LDG.E.64; benchmarks/launch_paths.py --dump), whose cubin
-                   replayed at 4.91 us where kwb's 16-byte map and every other build of the add ran
-                   5.04-5.06 (over 13 and 32 input copies)
+"v8 B" (6509aca; now "block B"): the map at 8-byte vectors, two floats or four halves a thread:
+                   Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1 (XBLOCK 512, 256
+                   threads, LDG.E.64; benchmarks/launch_paths.py --dump), whose cubin replayed at 4.91 us
+                   where kwb's 16-byte map and every other build of the add ran 5.04-5.06
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--dtypes float32] [--out DIR]
         [--in-turns S]                                                            # a CUDA GPU
 
 Measured in turns at 2^20 fp32 (--in-turns 0.5, CUDA graphs of 200 calls; H100, 0c7e09f), us a call:
 the eight shapes 5.062-5.079 (vector_add), 5.064-5.086 (polynomial backward), 5.067-5.093 (relu_scale
-backward); torch.compile 5.058, 5.052 and 4.900. The shape is not the lever there; relu_scale's
-backward is 3.3% behind Inductor's whatever the shape (kernels/relu_scale/NOTES.md, "Round 16").
+backward); torch.compile 5.058, 5.052 and 4.900. Among 16-byte shapes the shape is not the lever
+there (kernels/relu_scale/NOTES.md, "Round 16"); the vector's width was: 8 bytes, 4.93 us ("Round 23").
 """
 from __future__ import annotations
 
@@ -32,14 +31,14 @@ import argparse
 import random
 
 import torch
-from in_turns import time_in_turns
+from in_turns import time_each_way
 
 import workbench as wb
 
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~0.6 ms of 3 us calls a replay
 VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
-            ("x2", 256), ("v8", 128), ("v8", 256)]
-KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3, "v8": 4}
+            ("x2", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -110,12 +109,6 @@ __global__ void __launch_bounds__(kBlock) copy_map_x2(kwb::MapArgs<T, 2> args, F
 template <int kBlock, typename T, typename F>
 const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
   if (kind == 0) return kwb::elementwise<T, 2, kBlock>(args, f, s);
-  if (kind == 4) {
-    if (!kwb::is_aligned(args.out, 8) || !kwb::is_aligned(args.in[0], 8) || !kwb::is_aligned(args.in[1], 8))
-      return "v8 variants: 8-byte aligned data";
-    kwb::launch_map<T, 2, 8 / sizeof(T), kBlock>(args, f, s);
-    return kwb::last_launch_error();
-  }
   constexpr int kVec = 16 / sizeof(T);
   if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "copy variants: n % (16 / element size) must be 0, n < 2^31";
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);
@@ -215,11 +208,8 @@ def main() -> None:
                              for kind, block in VARIANTS}
                     turns.update({"eager": eager, "torch.compile": torch.compile(eager, fullgraph=True, dynamic=False)})
                     turns["torch.compile"](a, b)  # compiled here, not in the timed calls' first
-                    for how in (c for c in args.copies.split(",") if c):
-                        events = how == "events"
-                        time_in_turns(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",
-                                      nbytes=3 * n * a.element_size(), graph_calls=0 if events else GRAPH_CALLS,
-                                      copies=0 if events else int(how))
+                    time_each_way(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",
+                                  args.copies, GRAPH_CALLS, nbytes=3 * n * a.element_size())
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from in_turns import time_in_turns
+from in_turns import time_each_way
 
 import workbench as wb
 
@@ -1117,11 +1117,8 @@ def main() -> None:
                     checked.update({"eager": REFERENCES[op],
                                     "torch.compile": torch.compile(REFERENCES[op], fullgraph=True, dynamic=False)})
                     checked["torch.compile"](*inputs)  # compiled here, not in the timed calls' first
-                    for how in (c for c in args.copies.split(",") if c):
-                        events = how == "events"
-                        time_in_turns(checked, inputs, args.in_turns, f"{op} {shape} {str(dtype).removeprefix('torch.')}",
-                                      nbytes=bytes_moved(op, rows, cols, dtype), graph_calls=0 if events else GRAPH_CALLS,
-                                      copies=0 if events else int(how))
+                    time_each_way(checked, inputs, args.in_turns, f"{op} {shape} {str(dtype).removeprefix('torch.')}",
+                                  args.copies, GRAPH_CALLS, nbytes=bytes_moved(op, rows, cols, dtype))
 
 
 if __name__ == "__main__":
