@@ -13,20 +13,23 @@ torch.compile (`kwb run --full` at 61b0c02, H100):
       summed again.
 
     python benchmarks/bias_gelu_variants.py [--out DIR] [--shapes 256x4096,8192x8192]
-        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4,5] [--backward 0,1,2,3,4,5]
+        [--dtypes float32,bfloat16] [--forms tanh,none] [--forward 0,1,2,3,4,5,6] [--backward 0,1,2,3,4,5]
         [--in-turns S] [--copies events,0]
 
 forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a thread over the
            flat index (kwb_elementwise.cuh's shape until 21ff9d9; relu_scale at 98% of the ceiling), the bias
            vector at (i mod cols/vec) by a 32-bit multiply-shift divider; fp32 from 2^22 vectors
-           in forward 3's shape (shipped since 2026-12-05)
+           in forward 3's shape (shipped since 2026-12-05); 16-bit types below 2^22 16-byte vectors
+           in forward 5's (shipped since 2026-12-07)
 forward 1: rows x columns tiling: a block owns 256 column vectors and a run of rows
            (kForwardWaves = 4 grids' worth of blocks), up to 4 rows' loads in flight a thread
 forward 2: forward 0 with 2 vectors a thread (i and i + 256 in a block's 512), both loads first
 forward 3: 2 vectors a thread in 128-thread blocks (Inductor's block and share), loads first
 forward 4: 4 vectors a thread in 256-thread blocks, loads first
 forward 5: forward 0's shape at 8-byte vectors (2 floats, 4 halves), one a thread in 256-thread
-           blocks: the elementwise map's since 21ff9d9 (kernels/relu_scale/NOTES.md, "Round 23")
+           blocks: the elementwise map's for two inputs (kernels/relu_scale/NOTES.md, "Round 23")
+forward 6: one 16-byte vector a thread in 256-thread blocks: forward 0's shape for 16-bit types below
+           2^22 vectors until 2026-12-07
 --in-turns S: then the forward variants, eager and torch.compile timed again in turns (about S
            seconds of samples each, 1000 at most), so the GPU's drifting clocks land on all alike
 backward 0: the shipped kernel (k.bias_gelu_backward)
@@ -97,8 +100,9 @@ __global__ void __launch_bounds__(256) tiled_forward(const T* __restrict__ x, co
   }
 }
 
-// Forwards 2-4: kPer vectors a thread, i, i + kThreads, ... of the block's kThreads x kPer, all
-// loads first (2: 256 x 2; 3: 128 x 2, Inductor's block and share; 4: 256 x 4).
+// Forwards 2-6: kPer vectors a thread, i, i + kThreads, ... of the block's kThreads x kPer, all
+// loads first (2: 256 x 2; 3: 128 x 2, Inductor's block and share; 4: 256 x 4; 5: 256 x 1 at 8 bytes;
+// 6: 256 x 1).
 template <typename T, int kVec, bool kTanh, int kThreads, int kPer>
 __global__ void __launch_bounds__(kThreads) flat_forward_n(const T* __restrict__ x, const T* __restrict__ bias,
                                                            T* __restrict__ y, uint32_t n_vec, kwb::Divider32 col_vecs) {
@@ -155,7 +159,8 @@ const char* forward(const void* x, const void* bias, void* y, int64_t rows, int6
   const auto blocks = [n_vec](int per_block) { return static_cast<unsigned>((n_vec + per_block - 1) / per_block); };
   if (variant == 2) flat_forward_n<T, kVec, kTanh, 256, 2><<<blocks(512), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
   else if (variant == 3) flat_forward_n<T, kVec, kTanh, 128, 2><<<blocks(256), 128, 0, stream>>>(xp, bp, yp, n, col_vecs);
-  else flat_forward_n<T, kVec, kTanh, 256, 4><<<blocks(1024), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
+  else if (variant == 4) flat_forward_n<T, kVec, kTanh, 256, 4><<<blocks(1024), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
+  else flat_forward_n<T, kVec, kTanh, 256, 1><<<blocks(256), 256, 0, stream>>>(xp, bp, yp, n, col_vecs);
   return kwb::last_launch_error();
 }
 
@@ -227,7 +232,7 @@ static void check_inputs(const char* op, const at::Tensor& x, const at::Tensor& 
 
 at::Tensor forward_variant(const at::Tensor& x, const at::Tensor& bias, bool tanh, int64_t variant) {
   check_inputs("forward_variant", x, bias);
-  TORCH_CHECK(variant >= 1 && variant <= 5, "forward_variant: variant 1 to 5");
+  TORCH_CHECK(variant >= 1 && variant <= 6, "forward_variant: variant 1 to 6");
   at::Tensor y = at::empty_like(x);
   KWB_CHECK_LAUNCH("forward_variant", bgv_forward(x.const_data_ptr(), bias.const_data_ptr(), y.mutable_data_ptr(),
                                                   x.size(0), x.size(1), x.scalar_type() == at::kBFloat16, tanh,
@@ -256,7 +261,7 @@ std::vector<at::Tensor> backward_variant(const at::Tensor& grad, const at::Tenso
 """
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-FORWARD = (0, 1, 2, 3, 4, 5)
+FORWARD = (0, 1, 2, 3, 4, 5, 6)
 BACKWARD = (0, 1, 2, 3, 4, 5)
 
 

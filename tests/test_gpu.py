@@ -32,21 +32,27 @@ def test_unaligned_views_take_the_scalar_path_correctly(kernels, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("n", [1, 3, 6, 1023, 1024, 1026, 4099])
 def test_views_8_bytes_past_a_16_byte_boundary_take_the_vector_path_with_its_tail(kernels, dtype, n):
-    # The map's vectors are 8 bytes: such a view is aligned for them, and n % vector leaves a tail of
-    # 0, 1, 2 or 3 elements.
+    # The map's vectors are 8 bytes for two inputs and 16 for one, 8 where only 8-byte aligned: such
+    # a view takes 8-byte vectors either way, and n % vector leaves a tail of 0, 1, 2 or 3 elements.
     from workbench.harness import launches
 
-    vec = 8 // torch.empty((), dtype=dtype).element_size()
+    def widths(fn, args, k):  # map_kernel<T, K, kVec, ...>'s kVec of each launch
+        names = [launch.name for launch in launches.profile(fn, args)]
+        return [int(m.group(1)) for m in (re.search(rf"map_kernel<[^,]+, {k}, (\d+),", name) for name in names) if m]
+
+    size = torch.empty((), dtype=dtype).element_size()
+    vec = 8 // size
     a = torch.randn(n + vec, device="cuda", dtype=dtype)[vec:]
     b = torch.randn(n + vec, device="cuda", dtype=dtype)[vec:]
     assert a.data_ptr() % 16 == 8
     torch.testing.assert_close(kernels["vector_add"].vector_add(a, b), (a.float() + b.float()).to(dtype), rtol=0, atol=0)
-    # the vector path, not the scalar one: map_kernel<T, K, kVec, ...> with kVec = 8 bytes of T
-    names = [launch.name for launch in launches.profile(kernels["vector_add"].vector_add, (a, b))]
-    vecs = [int(m.group(1)) for m in (re.search(r"map_kernel<[^,]+, 2, (\d+),", name) for name in names) if m]
-    assert vecs == [vec], names
-    torch.testing.assert_close(kernels["relu_scale"].relu_scale(a, 2.0), (a.float().clamp_min(0) * 2).to(dtype),
-                               rtol=0, atol=0)
+    assert widths(kernels["vector_add"].vector_add, (a, b), 2) == [vec]
+    relu = kernels["relu_scale"].relu_scale
+    torch.testing.assert_close(relu(a, 2.0), (a.float().clamp_min(0) * 2).to(dtype), rtol=0, atol=0)
+    assert widths(relu, (a, 2.0), 1) == [vec]
+    aligned = torch.randn(n, device="cuda", dtype=dtype)  # one input, 16-byte aligned: 16-byte vectors
+    torch.testing.assert_close(relu(aligned, 2.0), (aligned.float().clamp_min(0) * 2).to(dtype), rtol=0, atol=0)
+    assert widths(relu, (aligned, 2.0), 1) == [16 // size]
 
 
 def test_more_than_2_pow_31_elements(kernels):

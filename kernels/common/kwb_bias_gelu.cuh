@@ -72,14 +72,27 @@ void forward_vec(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, cu
   else launch_forward<T, kVec, kTanh>(x, bias, y, n_vec, Divider64(col_vecs), stream);
 }
 
+// 16-bit types below kPairedFrom 16-byte vectors go 8 bytes (4 elements) a thread: at 256 x 4096 on
+// the H100, in turns, bf16 ran 2.78 us against 2.97 (tanh) and 3.15 against 3.39 (erf) as CUDA-graph
+// replays (torch.compile 3.52, 3.55), and erf 6.24 against 6.56 with events (compile 6.64); the
+// GELU's math is per element, so more threads each with fewer elements hide more of it. fp32
+// lost at 8 bytes there (erf 4.01 against 3.89 in graphs). From kPairedFrom up (8192 x 8192) the
+// 16-byte shape stays: not timed at 8 bytes (benchmarks/bias_gelu_variants.py, forward 5).
+
 // y = GELU(x + bias) over rows x cols (bias: cols), x, bias and y distinct; aligned: all three
-// 16-byte aligned (then rows of whole 16-byte vectors go 16 bytes at a time). nullptr, or CUDA's
-// error string.
+// 16-byte aligned (then rows of whole 16-byte vectors go 16 or 8 bytes at a time, as above). nullptr,
+// or CUDA's error string.
 template <typename T, bool kTanh>
 const char* bias_gelu_forward(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, bool aligned, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return nullptr;
-  if (row_vec<T>(cols, aligned) > 1) forward_vec<T, 16 / sizeof(T), kTanh>(x, bias, y, rows, cols, stream);
-  else forward_vec<T, 1, kTanh>(x, bias, y, rows, cols, stream);
+  constexpr int kVec = 16 / sizeof(T);
+  if (row_vec<T>(cols, aligned) == 1) forward_vec<T, 1, kTanh>(x, bias, y, rows, cols, stream);
+  else if constexpr (sizeof(T) == 2) {
+    if (rows * cols / kVec < kPairedFrom) forward_vec<T, kVec / 2, kTanh>(x, bias, y, rows, cols, stream);
+    else forward_vec<T, kVec, kTanh>(x, bias, y, rows, cols, stream);
+  } else {
+    forward_vec<T, kVec, kTanh>(x, bias, y, rows, cols, stream);
+  }
   return last_launch_error();
 }
 

@@ -1,24 +1,27 @@
 // A vectorized elementwise map: out[i] = f(in_0[i], ..., in_{K-1}[i]) over n elements of one
 // type T, for any n (0 and over 2^31 included).
 //
-// How: one 8-byte vector (2 floats, 4 halves) per thread when every pointer is 8-byte
-// aligned, as many 256-thread blocks as the data needs, and the n % kVec tail element by
-// element on the threads after the vectors'; unaligned pointers take the scalar path. 32-bit
-// indices below 2^31 elements, 64-bit above.
+// How: a vector per input per thread, 16 bytes for one input and 8 for two or more, when every
+// pointer is aligned to it (else 8-byte vectors where they are 8-byte aligned, else scalars); as
+// many 256-thread blocks as the data needs; the n % kVec tail element by element on the threads
+// after the vectors'. 32-bit indices below 2^31 elements, 64-bit above.
 //
-// Why 8 bytes, not 16: Inductor's pick for the fp32 add at 2^20 on the H100 (XBLOCK 512, 256
-// threads, LDG.E.64), and faster there as CUDA-graph replays: 4.93 us against 5.05 for every
-// 16-byte shape (torch.compile 4.90); at 2^26, 265.3 against 268.1 us fp32 (compile 265.3) and
-// 136.4 against 137.3 bf16 (compile 137.3), with events. The one row it loses: events at 2^20,
-// where the flush leaves the L2 dirty, 9.44 against 9.25 us (compile 9.41)
-// (benchmarks/map_block_variants.py, variant "v8 256"; kernels/relu_scale/NOTES.md, "Round 23").
+// Why 16 bytes of loads a thread, however many inputs: full runs of every map op on the H100,
+// 16-byte vectors (b8017f6) against 8-byte (7dfb843), us, two runs each
+// (benchmarks/results/nvidia-h100-80gb-hbm3/): one-input ops at 2^26 ran 92.8-93.4 in 16-bit
+// types (fp32 180.4-180.9) at 16 bytes and 96.6-97.3 (187.8-188.2) at 8, torch.compile
+// 92.7-94.0 (180.8-182.3); two-input ops were level at 2^26 (the fp32 add 264.9-265.2 and
+// 265.4-266.0) and faster at 8 bytes as CUDA-graph replays at 2^20 (the fp32 add 5.00 against
+// 5.10, compile 4.97). 8-byte vectors for two inputs are Inductor's pick for the fp32 add (XBLOCK
+// 512, 256 threads, LDG.E.64; kernels/relu_scale/NOTES.md, "Round 23" and "Round 24").
 //
 // Why no grid-stride loop: one vector per thread keeps more bytes in flight; the loop, more
 // vectors per thread and streaming cache hints were all slower (kernels/relu_scale/NOTES.md).
 // At 2^20 elements what counted was the code's shape, not its length or the block size (measured
 // on the 16-byte map): the bf16 add at 73 SASS instructions a thread ran 3.47 us in a CUDA graph, at
 // 27 with the tail's branch still in 3.51, at 128-512 threads a block 3.49-3.52; without the tail's
-// code, 3.42, as Inductor's (see map_kernel). fp64 takes one element a thread (not timed since).
+// code, 3.42, as Inductor's (see map_kernel). fp64: 2 elements a thread for one input, 1 for two
+// (not timed).
 //
 // Packed 16-bit math: a functor with `static constexpr bool kPacked = true` and a
 // `pair(P, ...)` on __half2 / __nv_bfloat162 gets two elements an instruction. Only for math
@@ -123,17 +126,26 @@ void launch_map(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   else launch_indexed<T, K, kVec, int64_t, kBlock>(args, f, blocks, tail != 0, stream);
 }
 
-constexpr int kVecBytes = 8;
+// Bytes of one input's vector: 16 bytes of loads in flight a thread (see the top).
+template <int K> constexpr int kVecBytes = K == 1 ? 16 : 8;
+
+template <typename T, int kBytes> constexpr int kVecOf = kBytes / int(sizeof(T)) > 0 ? kBytes / int(sizeof(T)) : 1;
+
+template <typename T, int K>
+bool all_aligned(const MapArgs<T, K>& args, int bytes) {
+  bool aligned = is_aligned(args.out, bytes);
+#pragma unroll
+  for (int k = 0; k < K; ++k) aligned = aligned && is_aligned(args.in[k], bytes);
+  return aligned;
+}
 
 // Runs f over the K inputs; returns nullptr or CUDA's error string.
 template <typename T, int K, int kBlock = kThreads, typename F>
 const char* elementwise(const MapArgs<T, K>& args, F f, cudaStream_t stream) {
   if (args.n == 0) return nullptr;
-  constexpr int kVec = kVecBytes / sizeof(T) > 0 ? kVecBytes / sizeof(T) : 1;
-  bool aligned = is_aligned(args.out, kVecBytes);
-#pragma unroll
-  for (int k = 0; k < K; ++k) aligned = aligned && is_aligned(args.in[k], kVecBytes);
-  if (aligned) launch_map<T, K, kVec, kBlock>(args, f, stream);
+  constexpr int kBytes = kVecBytes<K>;
+  if (all_aligned(args, kBytes)) launch_map<T, K, kVecOf<T, kBytes>, kBlock>(args, f, stream);
+  else if (kBytes > 8 && all_aligned(args, 8)) launch_map<T, K, kVecOf<T, 8>, kBlock>(args, f, stream);
   else launch_map<T, K, 1, kBlock>(args, f, stream);
   return last_launch_error();
 }

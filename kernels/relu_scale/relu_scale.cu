@@ -1,6 +1,7 @@
 // relu_scale CUDA kernels: y = max(x, 0) * alpha and its gradient, one read and one write
 // per element (8 bytes per fp32 element; predicted time: kernels/relu_scale/NOTES.md). Both run
-// through kwb::elementwise: 8-byte vectors, one a thread. The training pair saves a bit
+// through kwb::elementwise: one vector a thread, 16 bytes for the forward's one input, 8 for the
+// backward's two. The training pair saves a bit
 // per element (!(x <= 0), set for NaN) instead of x: a step moves 4 elements and 2 bits per element, not 5
 // elements; torch.compile's step saves a byte per element, 10% more bytes in fp32, 21% more in
 // 16-bit types.
