@@ -17,7 +17,7 @@ torch.compile (`kwb run --full` at 61b0c02, H100):
         [--in-turns S] [--copies events,0]
 
 forward 0: the shipped kernel (k.bias_gelu): a flat map, one 16-byte vector a thread over the
-           flat index (kwb_elementwise.cuh's shape until 21ff9d9; relu_scale at 98% of the ceiling), the bias
+           flat index (kwb_elementwise.cuh's shape for one input; relu_scale at 98% of the ceiling), the bias
            vector at (i mod cols/vec) by a 32-bit multiply-shift divider; fp32 from 2^22 vectors
            in forward 3's shape (shipped since 2026-12-05); 16-bit types below 2^22 16-byte vectors
            in forward 5's (shipped since 2026-12-07)

@@ -303,18 +303,20 @@ def test_bias_gelu_fp32_two_vectors_a_thread_with_a_ragged_last_block(kernels, a
     torch.testing.assert_close(y, F.gelu(x + b, approximate=approximate), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("rows, vec", [(3, 4), (16319, 4), (16321, 8)])
 def test_bias_gelu_16bit_vector_width_either_side_of_2_pow_22_vectors(kernels, dtype, rows, vec):
     # 16-bit types take 8-byte vectors (4 elements) below 2^22 16-byte vectors and 16-byte ones from
-    # there (kwb_bias_gelu.cuh). Rows of 2056 columns are 257 16-byte vectors: 16319 rows fall just
-    # below the bound, 16321 just past it, and the bias's phase moves against the blocks each row.
+    # there (kwb_bias_gelu.cuh); fp32 takes 16-byte ones (4 elements) at every size. Rows of 2056
+    # columns are 257 16-bit 16-byte vectors: 16319 rows fall just below the bound, 16321 just past
+    # it, and the bias's phase moves against the blocks each row.
     bg = kernels["bias_gelu"]
     cols = 2056
     gen = torch.Generator(device="cuda").manual_seed(7)
     x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
     b = torch.randn(cols, device="cuda", generator=gen).to(dtype)
     assert (rows * cols // 8 >= 1 << 22) == (vec == 8)
+    vec = 4 if dtype == torch.float32 else vec
     for approximate in ("tanh", "none"):
         y = bg.bias_gelu(x, b, approximate)
         ref = F.gelu(x.float() + b.float(), approximate=approximate)

@@ -1,7 +1,8 @@
 // bias + GELU's forward over rows x cols, as a flat map: y = GELU(x + bias[col]). bias_gelu's
 // forward, and linear_gelu's pass after a product without an epilogue (at::mm), which at 32 x 768
 // -> 3072 in 16-bit types ran 0.7-2.2% ahead of addmm's bias epilogue then a GELU pass (H100,
-// kernels/linear_gelu/NOTES.md, "Round 16"). No torch headers.
+// kernels/linear_gelu/NOTES.md, "Round 16", measured with the pass at 16-byte vectors). No torch
+// headers.
 #pragma once
 #include "kwb_gelu.cuh"
 #include "kwb_rows.cuh"
@@ -72,12 +73,15 @@ void forward_vec(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, cu
   else launch_forward<T, kVec, kTanh>(x, bias, y, n_vec, Divider64(col_vecs), stream);
 }
 
-// 16-bit types below kPairedFrom 16-byte vectors go 8 bytes (4 elements) a thread: at 256 x 4096 on
-// the H100, in turns, bf16 ran 2.78 us against 2.97 (tanh) and 3.15 against 3.39 (erf) as CUDA-graph
-// replays (torch.compile 3.52, 3.55), and erf 6.24 against 6.56 with events (compile 6.64); the
-// GELU's math is per element, so more threads each with fewer elements hide more of it. fp32
-// lost at 8 bytes there (erf 4.01 against 3.89 in graphs). From kPairedFrom up (8192 x 8192) the
-// 16-byte shape stays: not timed at 8 bytes (benchmarks/bias_gelu_variants.py, forward 5).
+// 16-bit types below kHalfWideFrom 16-byte vectors go 8 bytes (4 elements) a thread: at 256 x 4096
+// (2^17 vectors) on the H100, in turns, bf16 ran 2.78 us against 2.97 (tanh) and 3.15 against 3.39
+// (erf) as CUDA-graph replays (torch.compile 3.52, 3.55), and erf 6.24 against 6.56 with events
+// (compile 6.64); tanh with events, 6.24 against 6.18, within that row's 5% spread (compile 6.69).
+// fp32 lost at 8 bytes there (erf 4.01 against 3.89 in graphs); fp16 was not timed. The bound
+// is where 8192 x 8192 keeps the 16-byte shape it was measured at (87-96% of the copy ceiling,
+// ahead of compile); nothing between 2^17 and 2^23 vectors was timed at either width
+// (benchmarks/bias_gelu_variants.py, forwards 5 and 6).
+constexpr int64_t kHalfWideFrom = int64_t(1) << 22;
 
 // y = GELU(x + bias) over rows x cols (bias: cols), x, bias and y distinct; aligned: all three
 // 16-byte aligned (then rows of whole 16-byte vectors go 16 or 8 bytes at a time, as above). nullptr,
@@ -88,7 +92,7 @@ const char* bias_gelu_forward(const T* x, const T* bias, T* y, int64_t rows, int
   constexpr int kVec = 16 / sizeof(T);
   if (row_vec<T>(cols, aligned) == 1) forward_vec<T, 1, kTanh>(x, bias, y, rows, cols, stream);
   else if constexpr (sizeof(T) == 2) {
-    if (rows * cols / kVec < kPairedFrom) forward_vec<T, kVec / 2, kTanh>(x, bias, y, rows, cols, stream);
+    if (rows * cols / kVec < kHalfWideFrom) forward_vec<T, kVec / 2, kTanh>(x, bias, y, rows, cols, stream);
     else forward_vec<T, kVec, kTanh>(x, bias, y, rows, cols, stream);
   } else {
     forward_vec<T, kVec, kTanh>(x, bias, y, rows, cols, stream);

@@ -6,7 +6,7 @@
 // many 256-thread blocks as the data needs; the n % kVec tail element by element on the threads
 // after the vectors'. 32-bit indices below 2^31 elements, 64-bit above.
 //
-// Why 16 bytes of loads a thread, however many inputs: full runs of every map op on the H100,
+// Why 16 bytes of loads a thread for one input or two (16-byte aligned): full runs of every map op on the H100,
 // 16-byte vectors (b8017f6) against 8-byte (7dfb843), us, two runs each
 // (benchmarks/results/nvidia-h100-80gb-hbm3/): one-input ops at 2^26 ran 92.8-93.4 in 16-bit
 // types (fp32 180.4-180.9) at 16 bytes and 96.6-97.3 (187.8-188.2) at 8, torch.compile
