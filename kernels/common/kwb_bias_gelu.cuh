@@ -77,10 +77,11 @@ void forward_vec(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, cu
 // (2^17 vectors) on the H100, in turns, bf16 ran 2.78 us against 2.97 (tanh) and 3.15 against 3.39
 // (erf) as CUDA-graph replays (torch.compile 3.52, 3.55), and erf 6.24 against 6.56 with events
 // (compile 6.64); tanh with events, 6.24 against 6.18, within that row's 5% spread (compile 6.69).
-// fp32 lost at 8 bytes there (erf 4.01 against 3.89 in graphs); fp16 was not timed. The bound
-// is where 8192 x 8192 keeps the 16-byte shape it was measured at (87-96% of the copy ceiling,
-// ahead of compile); nothing between 2^17 and 2^23 vectors was timed at either width
-// (benchmarks/bias_gelu_variants.py, forwards 5 and 6).
+// fp32 lost at 8 bytes there (erf 4.01 against 3.89 in graphs); fp16 was not timed. At 8192 x
+// 8192 (2^23 vectors) 8 bytes lost in bf16: 99.8 against 93.4 us (tanh) and 117.6 against 102.0
+// (erf) with events (compile 98.1, 109.9). Nothing between 2^17 and 2^23 vectors was timed, so the
+// bound sits between them (benchmarks/bias_gelu_variants.py, forwards 5 and 6;
+// kernels/bias_gelu/NOTES.md, "Round 24").
 constexpr int64_t kHalfWideFrom = int64_t(1) << 22;
 
 // y = GELU(x + bias) over rows x cols (bias: cols), x, bias and y distinct; aligned: all three
