@@ -172,7 +172,15 @@ variants 35-37: x is read once, and the events timer's flush leaves the L2 full 
            Marked evict_first, x's own clean lines are what y's replace. 35: variant 32 with x's loads
            L2 evict_first (createpolicy) and L1 no_allocate (two changes); 36: variant 32 with x's loads
            .cs; 37: variant 1 (rwv_fwd with the weight read late: not the shipped kernel, so v1, not v29,
-           is its control) with x's loads as 35's
+           is its control) with x's loads as 35's (H100, 7dfb843, us a call; v0 / v1 / v37 / compile:
+           events 10.56 / 10.18 / 10.02 / 9.98; graphs from the L2 4.28 / 4.96 / 4.98 / 4.48; over 26
+           copies 6.04 / 6.50 / 6.43 / 6.16)
+variants 38-39: the weight issued at the block's start as v0's, but into shared memory (cp.async, one
+           copy a block, no registers held), and read from there after the reductions as v1's: v0
+           wins the graph rows by the weight's early issue and loses the events rows to 4096 rows'
+           warps each loading the same 2 KB before x; here a block's 128 threads copy it once. 38:
+           variant 1 with the weight so staged (its control: v1); 39: 38 with x's loads as 35's
+           (control: v37)
 Variants 7-15 read rows of 4096 with the row length a compile-time constant (Inductor compiles its
 kernels for the shape); every other length reads it from the argument.
 
@@ -365,7 +373,9 @@ __device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*r
 // with x's loads issued first and the weight's right behind them: the weight's address tied to x's
 // row offset, and the thread's sum of squares to the weight's bits, both through zero_mask (tied
 // only by its address, ptxas sank the weight's loads past the row's reduction); 4, as 1 with x's loads
-// L2 evict_first; 5, as 1 with x's loads .cs; 6, as 0 with x's loads L2 evict_first.
+// L2 evict_first; 5, as 1 with x's loads .cs; 6, as 0 with x's loads L2 evict_first; 7, as 0 with the
+// weight copied into shared memory (cp.async) at the block's start and read from there; 8, as 7 with
+// x's loads L2 evict_first.
 template <int kOp, typename T, int kTpr, int kVecs, int kBlock, int kMinBlocks, bool kStaged, int kWeightEarly = 0>
 __global__ void __launch_bounds__(kBlock, kMinBlocks)
     rwv_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
@@ -378,6 +388,8 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
   __shared__ float red[2][kWarps];
   __shared__ float2 red2[2][kOp == kSoftmaxOnline ? kWarps : 1];
   extern __shared__ uint4 stage[];  // kStaged: [2][kVecs][kBlock]
+  constexpr bool kWeightShared = kWeightEarly == 7 || kWeightEarly == 8;
+  __shared__ uint4 w_shared[kWeightShared ? kTpr * kVecs : 1];  // the row's weight vectors, in column order
   int parity = 0;
   const int lane = threadIdx.x % kTpr, group = threadIdx.x / kTpr;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kRpb;
@@ -396,11 +408,16 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
     }
   };
   constexpr bool kEarly = kWeightEarly >= 1 && kWeightEarly <= 5;
-  constexpr int kXHint = kWeightEarly == 4 || kWeightEarly == 6 ? 1 : kWeightEarly == 5 ? 2 : 0;
+  constexpr int kXHint = kWeightEarly == 4 || kWeightEarly == 6 || kWeightEarly == 8 ? 1 : kWeightEarly == 5 ? 2 : 0;
   // 0 for any row count under 2^62, which ptxas cannot fold: variant 34's ties
   const int64_t zero_mask = -(rows >> 62);
   int64_t base = static_cast<int64_t>(blockIdx.x) * kRpb;
   issue(base + group, 0);
+  bool weight_waited = false;
+  if constexpr (kWeightShared) {
+    for (int t = threadIdx.x; t < kTpr * kVecs; t += kBlock) kwb::copy_async16(&w_shared[t], w + t * kVec);
+    kwb::copy_async_commit();
+  }
   for (int s = 0; base < rows; base += step, s ^= 1) {
     const int64_t r = base + group;
     const bool valid = r < rows;
@@ -529,6 +546,13 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
         ss = __int_as_float(__float_as_int(ss) | static_cast<int>(wbits & static_cast<uint32_t>(zero_mask)));
       }
       const float rstd = rsqrtf(row_reduce<kTpr, kWarps, false>(ss, red, parity) * inv_cols + eps);
+      if constexpr (kWeightShared) {  // every thread of the block makes the same trips: one barrier, once
+        if (!weight_waited) {
+          kwb::copy_async_wait<0>();
+          __syncthreads();
+          weight_waited = true;
+        }
+      }
       if (valid) {
         if (lane == 0) {
           if constexpr (kCentered) mean_out[r] = mean;
@@ -544,7 +568,7 @@ __global__ void __launch_bounds__(kBlock, kMinBlocks)
           uint4 wv[kChunk], bv[kCentered ? kChunk : 1];
 #pragma unroll
           for (int i = 0; i < kChunk; ++i) {
-            wv[i] = ld16(wl + (c + i) * kStride);
+            wv[i] = kWeightShared ? w_shared[(c + i) * kTpr + lane] : ld16(wl + (c + i) * kStride);
             if constexpr (kCentered) bv[i] = ld16(bl + (c + i) * kStride);
           }
 #pragma unroll
@@ -874,13 +898,17 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 35:
     case 36:
     case 37:
+    case 38:
+    case 39:
       if constexpr (kOp == kRmsNorm) {
         if (variant == 32) return four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream);
         if (variant == 33) return four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
         if (variant == 34) return four_vectors<kOp, T, 64, false, 128, 3>(a, nv / 4, stream);
         if (variant == 35) return four_vectors<kOp, T, 64, false, 128, 4>(a, nv / 4, stream);
         if (variant == 36) return four_vectors<kOp, T, 64, false, 128, 5>(a, nv / 4, stream);
-        return four_vectors<kOp, T, 64, false, 128, 6>(a, nv / 4, stream);
+        if (variant == 37) return four_vectors<kOp, T, 64, false, 128, 6>(a, nv / 4, stream);
+        if (variant == 38) return four_vectors<kOp, T, 64, false, 128, 7>(a, nv / 4, stream);
+        return four_vectors<kOp, T, 64, false, 128, 8>(a, nv / 4, stream);
       }
       return "does not apply: the early weight in program order is RMSNorm's";
     default: return "no such variant";
@@ -941,7 +969,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34, 35, 36, 37)
+VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34, 35, 36, 37, 38, 39)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
