@@ -12,6 +12,11 @@ variant "copy B":  the 16-byte map for n % (16 / element size) == 0: no tail, a 
 variant "nc B":    the copy with its loads on the read-only path (ld.global.nc, __ldg)
 variant "x2 B":    the copy with two vectors a thread, B apart, both loads before either store
                    (Inductor's fp32 two-input maps at 2^20: 1024 x 128 threads, 8 floats each)
+variant "v8x2 B": two 8-byte vectors a thread, B apart, both loads before either store: the 16-byte
+                   map's one wave of threads at 2^20 (the 8-byte map needs two) with the 8-byte map's
+                   accesses. At 2^20 fp32 the two-input ops ran ×0.98-0.99 torch.compile with events at
+                   16 bytes (b8017f6) and ×0.94-0.98 at 8 (7dfb843, 28ba9f5), where as graph replays 8
+                   bytes won (×0.994 against ×0.973): does one wave keep the events rows?
 "v8 B" (6509aca; now "block B"): the map at 8-byte vectors, two floats or four halves a thread:
                    Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1 (XBLOCK 512, 256
                    threads, LDG.E.64; benchmarks/launch_paths.py --dump), whose cubin replayed at 4.91 us
@@ -37,8 +42,8 @@ import workbench as wb
 
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~0.6 ms of 3 us calls a replay
 VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
-            ("x2", 256)]
-KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3}
+            ("x2", 256), ("v8x2", 128), ("v8x2", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3, "v8x2": 4}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -84,10 +89,10 @@ __global__ void __launch_bounds__(kBlock) copy_map(kwb::MapArgs<T, 2> args, F f)
   }
 }
 
-// Two vectors a thread, kBlock vectors apart, every load before the stores.
-template <typename T, int kBlock, typename F>
+// Two kBytes-byte vectors a thread, kBlock vectors apart, every load before the stores.
+template <typename T, int kBlock, int kBytes, typename F>
 __global__ void __launch_bounds__(kBlock) copy_map_x2(kwb::MapArgs<T, 2> args, F f) {
-  constexpr int kVec = 16 / sizeof(T);
+  constexpr int kVec = kBytes / sizeof(T);
   using V = kwb::Vec<T, kVec>;
   const uint32_t n_vec = static_cast<uint32_t>(args.n) / kVec;
   const uint32_t i0 = blockIdx.x * 2 * kBlock + threadIdx.x, i1 = i0 + kBlock;
@@ -114,7 +119,8 @@ const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);
   if (kind == 1) copy_map<T, kBlock, false><<<blocks, kBlock, 0, s>>>(args, f);
   else if (kind == 2) copy_map<T, kBlock, true><<<blocks, kBlock, 0, s>>>(args, f);
-  else copy_map_x2<T, kBlock><<<(blocks + 1) / 2, kBlock, 0, s>>>(args, f);
+  else if (kind == 3) copy_map_x2<T, kBlock, 16><<<(blocks + 1) / 2, kBlock, 0, s>>>(args, f);
+  else copy_map_x2<T, kBlock, 8><<<blocks, kBlock, 0, s>>>(args, f);  // twice the 16-byte vectors, two a thread
   return kwb::last_launch_error();
 }
 
