@@ -369,7 +369,7 @@ __device__ __forceinline__ void row_reduce_online(float& m, float& s, float2 (*r
 // by a loop over row groups: with kStaged false the grid is one block a group (one trip);
 // with kStaged the grid is persistent and the next group's row is copied into shared memory
 // (cp.async) while this one reduces. Every thread of a block makes the same trips.
-// kWeightEarly (RMSNorm, unstaged): 0, the weight after the reductions; 1, the weight's vectors
+// kWeightEarly (unstaged; 1-6 RMSNorm, 7-8 both norms): 0, the weight after the reductions; 1, the weight's vectors
 // and x's read before the reductions, x's unpredicated (a group past the last row reads the last
 // row again); 2, as 1 with the weight's loads marked evict_last in L1 and L2, as Inductor's; 3, as 1
 // with x's loads issued first and the weight's right behind them: the weight's address tied to x's
@@ -905,23 +905,22 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 35:
     case 36:
     case 37:
-    case 38:
-    case 39:
       if constexpr (kOp == kRmsNorm) {
         if (variant == 32) return four_vectors<kOp, T, 64, false, 128, 1>(a, nv / 4, stream);
         if (variant == 33) return four_vectors<kOp, T, 64, false, 128, 2>(a, nv / 4, stream);
         if (variant == 34) return four_vectors<kOp, T, 64, false, 128, 3>(a, nv / 4, stream);
         if (variant == 35) return four_vectors<kOp, T, 64, false, 128, 4>(a, nv / 4, stream);
         if (variant == 36) return four_vectors<kOp, T, 64, false, 128, 5>(a, nv / 4, stream);
-        if (variant == 37) return four_vectors<kOp, T, 64, false, 128, 6>(a, nv / 4, stream);
+        return four_vectors<kOp, T, 64, false, 128, 6>(a, nv / 4, stream);
+      }
+      return "does not apply: the early weight in program order is RMSNorm's";
+    case 38:  // the weight (and LayerNorm's bias) in shared memory: the norms'
+    case 39:
+      if constexpr (kOp == kRmsNorm || kOp == kLayerNorm) {
         if (variant == 38) return four_vectors<kOp, T, 64, false, 128, 7>(a, nv / 4, stream);
         return four_vectors<kOp, T, 64, false, 128, 8>(a, nv / 4, stream);
       }
-      if constexpr (kOp == kLayerNorm) {  // the weight and bias in shared memory
-        if (variant == 38) return four_vectors<kOp, T, 64, false, 128, 7>(a, nv / 4, stream);
-        if (variant == 39) return four_vectors<kOp, T, 64, false, 128, 8>(a, nv / 4, stream);
-      }
-      return "does not apply: the early weight in program order is RMSNorm's (38-39: the norms')";
+      return "does not apply: the weight in shared memory is the norms'";
     default: return "no such variant";
   }
 }
