@@ -17,13 +17,16 @@ variant "v8x2 B": two 8-byte vectors a thread, B apart, both loads before either
                    accesses. At 2^20 fp32 the two-input ops ran ×0.98-0.99 torch.compile with events at
                    16 bytes (b8017f6) and ×0.94-0.98 at 8 (7dfb843, 28ba9f5), where as graph replays 8
                    bytes won (×0.994 against ×0.973): does one wave keep the events rows?
+variant "plain B": "block B"'s kernel launched with <<<>>>: where "block B" (kwb::elementwise) asks
+                   for programmatic dependent launch (sm_90, kwb_cuda.cuh's launch_kernel), this is its
+                   control
 "v8 B" (6509aca; now "block B"): the map at 8-byte vectors, two floats or four halves a thread:
                    Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1 (XBLOCK 512, 256
                    threads, LDG.E.64; benchmarks/launch_paths.py --dump), whose cubin replayed at 4.91 us
                    where kwb's 16-byte map and every other build of the add ran 5.04-5.06
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--dtypes float32] [--out DIR]
-        [--in-turns S]                                                            # a CUDA GPU
+        [--in-turns S] [--variants 'block 256,plain 256']                        # a CUDA GPU
 
 Measured in turns at 2^20 fp32 (--in-turns 0.5, CUDA graphs of 200 calls; H100, 0c7e09f), us a call:
 the eight shapes 5.062-5.079 (vector_add), 5.064-5.086 (polynomial backward), 5.067-5.093 (relu_scale
@@ -42,8 +45,8 @@ import workbench as wb
 
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~0.6 ms of 3 us calls a replay
 VARIANTS = [("block", 128), ("block", 256), ("copy", 128), ("copy", 256), ("nc", 128), ("nc", 256), ("x2", 128),
-            ("x2", 256), ("v8x2", 128), ("v8x2", 256)]
-KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3, "v8x2": 4}
+            ("x2", 256), ("v8x2", 128), ("v8x2", 256), ("plain", 256)]
+KINDS = {"block": 0, "copy": 1, "nc": 2, "x2": 3, "v8x2": 4, "plain": 5}
 
 CUDA = r"""
 #include "kwb_elementwise.cuh"
@@ -114,6 +117,13 @@ __global__ void __launch_bounds__(kBlock) copy_map_x2(kwb::MapArgs<T, 2> args, F
 template <int kBlock, typename T, typename F>
 const char* launch(int kind, const kwb::MapArgs<T, 2>& args, F f, cudaStream_t s) {
   if (kind == 0) return kwb::elementwise<T, 2, kBlock>(args, f, s);
+  if (kind == 5) {  // kind 0's kernel, launched without programmatic dependent launch
+    constexpr int kVec8 = 8 / sizeof(T);
+    if (args.n % kVec8 || args.n >= (int64_t{1} << 31)) return "plain: n % (8 / element size) must be 0, n < 2^31";
+    kwb::map_kernel<T, 2, kVec8, uint32_t, false, kBlock>
+        <<<static_cast<unsigned>((args.n / kVec8 + kBlock - 1) / kBlock), kBlock, 0, s>>>(args, f);
+    return kwb::last_launch_error();
+  }
   constexpr int kVec = 16 / sizeof(T);
   if (args.n % kVec || args.n >= (int64_t{1} << 31)) return "copy variants: n % (16 / element size) must be 0, n < 2^31";
   const unsigned blocks = static_cast<unsigned>((args.n / kVec + kBlock - 1) / kBlock);
@@ -185,7 +195,14 @@ def main() -> None:
                         help="with --in-turns: the input copies each graph rotates over, comma-separated, a round in "
                              "turns each (0: twice the L2; 1: inputs kept in the L2; 'events': calls back to back)")
     parser.add_argument("--turns-only", action="store_true", help="with --in-turns: skip timing each variant on its own")
+    parser.add_argument("--variants", metavar="LIST", help="some variants, comma-separated ('block 256,plain 256'); all by default")
     args = parser.parse_args()
+    variants = VARIANTS
+    if args.variants:
+        variants = [(kind, int(block)) for kind, block in (v.split() for v in args.variants.split(","))]
+        unknown = [f"{kind} {block}" for kind, block in variants if (kind, block) not in VARIANTS]
+        if unknown:
+            parser.error(f"--variants: unknown {', '.join(unknown)}; known: {', '.join(f'{k} {b}' for k, b in VARIANTS)}")
     k = wb.load_inline("map_block_variants", cuda=CUDA, cpp=CPP, functions=["map_variant"])
     order = random.Random(0)
     # Each run timed its first row 3-9% below every other (3.10-3.18 us against 3.42-3.59): one
@@ -199,7 +216,7 @@ def main() -> None:
             b = torch.randn(n, device="cuda", generator=g).to(dtype)
             for name, op, eager in OPS:
                 for i, (kind, block) in enumerate([] if args.turns_only and args.in_turns else
-                                                  order.sample(VARIANTS, len(VARIANTS))):
+                                                  order.sample(variants, len(variants))):
                     report = wb.bench(lambda x, y, op=op, block=block, kind=KINDS[kind]: k.map_variant(x, y, op, block, kind),
                                       eager, inputs=[(a, b)], name=name, label=f"{kind} {block}",
                                       baselines="eager,compile" if i == 0 else "none",
@@ -211,7 +228,7 @@ def main() -> None:
                         report.save(args.out)
                 if args.in_turns:
                     turns = {f"{kind} {block}": (lambda x, y, op=op, block=block, kind=KINDS[kind]: k.map_variant(x, y, op, block, kind))
-                             for kind, block in VARIANTS}
+                             for kind, block in variants}
                     turns.update({"eager": eager, "torch.compile": torch.compile(eager, fullgraph=True, dynamic=False)})
                     turns["torch.compile"](a, b)  # compiled here, not in the timed calls' first
                     time_each_way(turns, (a, b), args.in_turns, f"{name} {n} {str(dtype).removeprefix('torch.')}",

@@ -5,6 +5,8 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 
 #include "kwb_dtype.h"
 
@@ -97,6 +99,65 @@ inline int sm_count() {
     cache[device] = n > 0 ? n : 132;
   }
   return cache[device];
+}
+
+// Programmatic dependent launch (sm_90+). A kernel launched by launch_kernel may be dispatched
+// while the kernel before it in the stream still runs; wait_prior_grid() then holds it until
+// that kernel has ended and its writes are visible, so only the launch and the block dispatch
+// overlap the kernel before. Every such kernel calls wait_prior_grid() first, before any memory
+// access or early return, and release_next_grid() to let the next one dispatch (all of this
+// grid's blocks are resident by then, so the next one's blocks only take slots this one frees).
+// Both are no-ops for a <<<>>> launch and below sm_90. Inductor has the same (its enable_pdl),
+// off by default in torch 2.11.
+__device__ __forceinline__ void wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void release_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Whether launch_kernel asks for programmatic dependent launch: on devices of compute
+// capability 9.0 or more, unless the environment sets KWB_PDL=0 (read once a process).
+inline bool pdl_enabled() {
+  static const bool off = [] {
+    const char* v = std::getenv("KWB_PDL");
+    return v != nullptr && v[0] == '0' && v[1] == '\0';
+  }();
+  static signed char cache[64] = {0};  // 0: not asked yet, 1: yes, -1: no
+  int device = 0;
+  if (off || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  if (cache[device] == 0) {
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cache[device] = major >= 9 ? 1 : -1;
+  }
+  return cache[device] > 0;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where
+// pdl_enabled(). Errors land where a <<<>>> launch's do: last_launch_error().
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
+  if (!pdl_enabled()) {
+    kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    return;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // n % d on the device for a divisor fixed at launch. Divider32 (n and d below 2^31): a multiply-high,

@@ -84,6 +84,8 @@ __device__ __forceinline__ void map_vector(const Vec<T, kVec> (&in)[K], Vec<T, k
 template <typename T, int K, int kVec, typename Index, bool kTail, int kBlock, typename F>
 __global__ void __launch_bounds__(kBlock) map_kernel(MapArgs<T, K> args, F f) {
   using V = Vec<T, kVec>;
+  wait_prior_grid();
+  release_next_grid();
   const Index n = static_cast<Index>(args.n);
   const Index n_vec = n / kVec;
   const Index i = static_cast<Index>(blockIdx.x) * kBlock + threadIdx.x;
@@ -108,12 +110,10 @@ __global__ void __launch_bounds__(kBlock) map_kernel(MapArgs<T, K> args, F f) {
 
 template <typename T, int K, int kVec, typename Index, int kBlock, typename F>
 void launch_indexed(const MapArgs<T, K>& args, F f, unsigned blocks, bool tail, cudaStream_t stream) {
-  if constexpr (kVec == 1) {  // no tail
-    map_kernel<T, K, kVec, Index, false, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
-  } else {
-    if (tail) map_kernel<T, K, kVec, Index, true, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
-    else map_kernel<T, K, kVec, Index, false, kBlock><<<blocks, kBlock, 0, stream>>>(args, f);
+  if constexpr (kVec > 1) {  // kVec 1: never a tail
+    if (tail) return launch_kernel(map_kernel<T, K, kVec, Index, true, kBlock, F>, blocks, kBlock, 0, stream, args, f);
   }
+  launch_kernel(map_kernel<T, K, kVec, Index, false, kBlock, F>, blocks, kBlock, 0, stream, args, f);
 }
 
 template <typename T, int K, int kVec, int kBlock, typename F>

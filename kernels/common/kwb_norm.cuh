@@ -63,6 +63,8 @@ struct MeanM2Combine {
 // "Round 21").
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   constexpr bool kExact = kTpr > 0;
   static_assert(kExact || !kEarlyWeight, "the weight is read early on exact rows only");
   const int tpr = kExact ? kTpr : tpr_arg;
@@ -144,6 +146,8 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
 
 template <typename T, int kVec, bool kCentered>
 __global__ void __launch_bounds__(1024) norm_forward_loop(NormParams p) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   __shared__ float scratch[2][3 * 32];
   RowReducer<3> reduce(scratch);
   const T* x = static_cast<const T*>(p.x);
@@ -395,6 +399,8 @@ __device__ __forceinline__ void norm_forward_reread_row(const NormParams& p, int
 
 template <bool kCentered, typename Tuning = ShippedReread>
 __global__ void __launch_bounds__(kRereadBlock, Tuning::kMinBlocks) norm_forward_reread(NormParams p) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   __shared__ float scratch[2][kRereadWarps];
   if constexpr (Tuning::kPersistent) {
     for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
@@ -415,6 +421,8 @@ template <bool kCentered> constexpr int kPlanes = kCentered ? 2 : 1;  // grad_w 
 
 template <typename T, int kVec, int kVecs, bool kCentered>
 __global__ void __launch_bounds__(row_max_threads(kVecs)) norm_backward_regs(NormBackwardParams p, int tpr) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   __shared__ float scratch[2][2 * 32];
   RowReducer<2> reduce(scratch);
   const T* grad = static_cast<const T*>(p.grad);
@@ -552,6 +560,8 @@ __device__ __forceinline__ void row_block_sums(float (&v)[M], float4 (*red)[M][8
 // are copied into shared memory. Dynamic shared memory: Shape::smem_bytes().
 template <typename T, int kVec, bool kCentered, typename Shape = DefaultStaged>
 __global__ void __launch_bounds__(Shape::kMaxThreads) norm_backward_staged(NormBackwardParams p) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   constexpr int kPer = Shape::kPer, kRows = Shape::kRows, kStages = Shape::kStages, kSums = kCentered ? 2 : 1;
   extern __shared__ uint4 staged[];  // [kStages][kRows][grad, x][kPer][blockDim.x]
   __shared__ float4 red[2][kRows * kSums][8];
@@ -719,8 +729,8 @@ template <typename T, bool kCentered, typename Shape = DefaultStaged>
 void norm_backward_staged_launch(const NormBackwardParams& p, int64_t grid, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(T);
   const int threads = static_cast<int>(p.cols / (kVec * Shape::kPer));
-  norm_backward_staged<T, kVec, kCentered, Shape>
-      <<<static_cast<unsigned>(grid), threads, Shape::smem_bytes(threads), stream>>>(p);
+  launch_kernel(norm_backward_staged<T, kVec, kCentered, Shape>, static_cast<unsigned>(grid), threads,
+                Shape::smem_bytes(threads), stream, p);
 }
 
 // Rows of 512-1024 vectors (2048-4096 fp32 columns, 4096-8192 16-bit): 2 vectors a thread, one
@@ -761,6 +771,8 @@ int64_t with_staged_shape(int64_t rows, int64_t cols, bool aligned, F&& f) {
 
 template <typename T, int kVec, bool kCentered>
 __global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   __shared__ float scratch[2][2 * 32];
   RowReducer<2> reduce(scratch);
   const T* grad = static_cast<const T*>(p.grad);
@@ -803,6 +815,8 @@ __global__ void __launch_bounds__(1024) norm_backward_loop(NormBackwardParams p)
 // rows (kwb_rows.cuh's tiling), writing its run's sums to the workspace.
 template <typename T, bool kCentered>
 __global__ void __launch_bounds__(256) norm_param_grads(NormBackwardParams p, RowTiling t) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   const T* grad = static_cast<const T*>(p.grad);
   const T* x = static_cast<const T*>(p.x);
   const int64_t col_block = blockIdx.x % t.col_blocks, row_block = blockIdx.x / t.col_blocks;
@@ -853,19 +867,20 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
   const bool wide = vec > 1;
   const ExactRows e = exact_rows(p.rows, p.cols, vec, sizeof(T));
   if (sizeof(T) == 4 && wide && p.cols == kRereadCols && p.rows <= 0x7fffffff) {
-    norm_forward_reread<kCentered><<<static_cast<unsigned>(p.rows), kRereadBlock, 0, stream>>>(p);
+    launch_kernel(norm_forward_reread<kCentered>, static_cast<unsigned>(p.rows), kRereadBlock, 0, stream, p);
   } else if (e.tpr > 0) {
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
       constexpr bool kEarly = norm_early_weight<kCentered>(kVecs);
-      norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly><<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      launch_kernel(norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly>, e.launch_blocks(), e.block, 0,
+                    stream, p, kTpr);
     });
   } else if (L.vecs == 0) {
-    if (wide) norm_forward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
-    else norm_forward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
+    if (wide) launch_kernel(norm_forward_loop<T, 16 / sizeof(T), kCentered>, L.launch_blocks(), L.block, 0, stream, p);
+    else launch_kernel(norm_forward_loop<T, 1, kCentered>, L.launch_blocks(), L.block, 0, stream, p);
   } else {
     KWB_VECS_SWITCH(L.vecs, kVecs, [&] {
-      if (wide) norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
-      else norm_forward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
+      if (wide) launch_kernel(norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered>, L.launch_blocks(), L.block, 0, stream, p, L.tpr);
+      else launch_kernel(norm_forward_regs<T, 1, kVecs, kCentered>, L.launch_blocks(), L.block, 0, stream, p, L.tpr);
     });
   }
   return last_launch_error();
@@ -883,18 +898,18 @@ const char* norm_backward(const NormBackwardParams& p, bool aligned, cudaStream_
   });
   if (ws_rows == 0 && L.vecs == 0) {
     if (L.grid > 0) {
-      if (wide) norm_backward_loop<T, 16 / sizeof(T), kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
-      else norm_backward_loop<T, 1, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p);
+      if (wide) launch_kernel(norm_backward_loop<T, 16 / sizeof(T), kCentered>, L.launch_blocks(), L.block, 0, stream, p);
+      else launch_kernel(norm_backward_loop<T, 1, kCentered>, L.launch_blocks(), L.block, 0, stream, p);
     }
     const RowTiling t = column_sum_tiling(p.rows, p.cols, 1);
     ws_rows = t.row_blocks;
-    if (t.blocks() > 0) norm_param_grads<T, kCentered><<<static_cast<unsigned>(t.blocks()), t.threads, 0, stream>>>(p, t);
+    if (t.blocks() > 0) launch_kernel(norm_param_grads<T, kCentered>, static_cast<unsigned>(t.blocks()), t.threads, 0, stream, p, t);
   } else if (ws_rows == 0) {
     ws_rows = L.grid * L.rows_per_block;
     if (L.grid > 0) {
       constexpr int kVecs = kNormBackwardVecs;
-      if (wide) norm_backward_regs<T, 16 / sizeof(T), kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
-      else norm_backward_regs<T, 1, kVecs, kCentered><<<L.launch_blocks(), L.block, 0, stream>>>(p, L.tpr);
+      if (wide) launch_kernel(norm_backward_regs<T, 16 / sizeof(T), kVecs, kCentered>, L.launch_blocks(), L.block, 0, stream, p, L.tpr);
+      else launch_kernel(norm_backward_regs<T, 1, kVecs, kCentered>, L.launch_blocks(), L.block, 0, stream, p, L.tpr);
     }
   }
   // 0 rows: no partials, and the sums come out zero

@@ -133,6 +133,8 @@ template <typename T, typename A>
 __global__ void __launch_bounds__(kSumCols * kSumLanes) column_sums_kernel(const A* __restrict__ partial,
                                                                             SumOutputs<T> out, int64_t row_blocks,
                                                                             int64_t cols, int planes) {
+  wait_prior_grid();  // first: see kwb_cuda.cuh
+  release_next_grid();
   __shared__ A lane_sums[kSumLanes][kSumCols + 1];
   const int64_t width = planes * cols;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kSumCols + threadIdx.x;
@@ -155,16 +157,16 @@ __global__ void __launch_bounds__(kSumCols * kSumLanes) column_sums_kernel(const
 template <typename T, typename A>
 void column_sums(const A* partial, T* out, int64_t row_blocks, int64_t cols, cudaStream_t stream) {
   if (cols == 0) return;
-  column_sums_kernel<T, A><<<static_cast<unsigned>((cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
-                             stream>>>(partial, SumOutputs<T>{{out, nullptr}}, row_blocks, cols, 1);
+  launch_kernel(column_sums_kernel<T, A>, static_cast<unsigned>((cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes),
+                0, stream, partial, SumOutputs<T>{{out, nullptr}}, row_blocks, cols, 1);
 }
 
 // ... or of two planes in one launch.
 template <typename T, typename A>
 void column_sums(const A* partial, T* out0, T* out1, int64_t row_blocks, int64_t cols, cudaStream_t stream) {
   if (cols == 0) return;
-  column_sums_kernel<T, A><<<static_cast<unsigned>((2 * cols + kSumCols - 1) / kSumCols), dim3(kSumCols, kSumLanes), 0,
-                             stream>>>(partial, SumOutputs<T>{{out0, out1}}, row_blocks, cols, 2);
+  launch_kernel(column_sums_kernel<T, A>, static_cast<unsigned>((2 * cols + kSumCols - 1) / kSumCols),
+                dim3(kSumCols, kSumLanes), 0, stream, partial, SumOutputs<T>{{out0, out1}}, row_blocks, cols, 2);
 }
 
 // The sums of a backward tiled by column_sum_tiling() whose kernel writes `out` itself when one
