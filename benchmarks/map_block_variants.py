@@ -26,7 +26,7 @@ variant "plain B": "block B"'s kernel launched with <<<>>>: where "block B" (kwb
                    where kwb's 16-byte map and every other build of the add ran 5.04-5.06
 
     python benchmarks/map_block_variants.py [--sizes 1048576,67108864] [--dtypes float32] [--out DIR]
-        [--in-turns S] [--variants 'block 256,plain 256']                        # a CUDA GPU
+        [--in-turns S] [--variants block:256,plain:256]                          # a CUDA GPU
 
 Measured in turns at 2^20 fp32 (--in-turns 0.5, CUDA graphs of 200 calls; H100, 0c7e09f), us a call:
 the eight shapes 5.062-5.079 (vector_add), 5.064-5.086 (polynomial backward), 5.067-5.093 (relu_scale
@@ -195,11 +195,11 @@ def main() -> None:
                         help="with --in-turns: the input copies each graph rotates over, comma-separated, a round in "
                              "turns each (0: twice the L2; 1: inputs kept in the L2; 'events': calls back to back)")
     parser.add_argument("--turns-only", action="store_true", help="with --in-turns: skip timing each variant on its own")
-    parser.add_argument("--variants", metavar="LIST", help="some variants, comma-separated ('block 256,plain 256'); all by default")
+    parser.add_argument("--variants", metavar="LIST", help="some variants, comma-separated, kind:block ('block:256,plain:256'); all by default")
     args = parser.parse_args()
     variants = VARIANTS
     if args.variants:
-        variants = [(kind, int(block)) for kind, block in (v.split() for v in args.variants.split(","))]
+        variants = [(kind, int(block)) for kind, block in (v.replace(":", " ").split() for v in args.variants.split(","))]
         unknown = [f"{kind} {block}" for kind, block in variants if (kind, block) not in VARIANTS]
         if unknown:
             parser.error(f"--variants: unknown {', '.join(unknown)}; known: {', '.join(f'{k} {b}' for k, b in VARIANTS)}")
