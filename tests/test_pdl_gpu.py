@@ -1,7 +1,8 @@
 """Programmatic dependent launch (kwb_cuda.cuh's launch_kernel) on a GPU: a kernel dispatched
 while the one before it still runs must not read that one's output, or write memory it still
 reads, before it ends. Chains of dependent kwb kernels, back to back on one stream and replayed
-from a CUDA graph, against PyTorch; and the same with KWB_PDL=0 in a fresh process."""
+from a CUDA graph, against PyTorch; which launch call the profiler sees (cudaLaunchKernelExC
+with PDL, cudaLaunchKernel without); and KWB_PDL=0 in a fresh process."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,31 @@ import torch.nn.functional as F
 import workbench as wb
 
 pytestmark = pytest.mark.cuda
+
+
+def launch_calls(fn) -> list[str]:
+    """The runtime calls that launched the kernels of one call of fn, as the profiler names them:
+    CUPTI records cudaLaunchKernelExC (cudaLaunchKernelEx's C entry) for a launch with
+    attributes, cudaLaunchKernel for <<<>>>."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+    fn()  # loaded, its launch decision made
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.unlink(path)
+    return sorted({e["name"] for e in events if e.get("cat") == "cuda_runtime" and "Launch" in e.get("name", "")})
+
 
 # 2^24 fp32 elements, 64 MB a tensor: a map kernel of ~60 us, many waves, so a kernel that read
 # its input early would read it half written
@@ -86,9 +112,33 @@ def test_chained_norm_forward_and_backward_match_eager(kernels, dtype, shape):
     torch.testing.assert_close(gw.float(), rw, atol=tol["atol"] * shape[0] ** 0.5, rtol=tol["rtol"])
 
 
-def test_kwb_pdl_0_launches_plainly_and_gives_the_same_result(tmp_path):
+def _needs_pdl():
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0 or more")
+    if os.environ.get("KWB_PDL") == "0":
+        pytest.skip("KWB_PDL=0 is set in this environment: kwb launches without PDL")
+
+
+def test_the_map_and_the_norms_launch_with_pdl(kernels):
+    _needs_pdl()
+    x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.rand(1024, device="cuda", dtype=torch.bfloat16)
+    for name, fn in [("vector_add", lambda: kernels["vector_add"].vector_add(x, x)),
+                     ("rmsnorm", lambda: kernels["rmsnorm"].rmsnorm(x, w))]:
+        calls = launch_calls(fn)
+        assert any("LaunchKernelEx" in c for c in calls), f"{name}: launched by {calls}"
+
+
+# KWB_PDL=0, and a build from compute_80 PTX, whose kernels have no griddepcontrol.wait (it is
+# sm_90 PTX) though the device is an H100: both must launch with <<<>>>
+@pytest.mark.parametrize("env", [{"KWB_PDL": "0"}, {"KWB_CUDA_ARCH": "8.0+PTX"}], ids=["KWB_PDL=0", "built-for-8.0+PTX"])
+def test_launches_plainly_where_pdl_is_off_or_not_compiled_in(env):
+    _needs_pdl()
     script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
         import torch, workbench as wb
+        from test_pdl_gpu import launch_calls
         k = {{name: wb.load(name, device="cuda") for name in ("vector_add", "relu_scale")}}
         x = torch.randint(-20, 20, ({N},), device="cuda").float()
         ones = torch.ones_like(x)
@@ -97,9 +147,9 @@ def test_kwb_pdl_0_launches_plainly_and_gives_the_same_result(tmp_path):
             x = k["relu_scale"].relu_scale(k["vector_add"].vector_add(x, ones), 1.0)
             expected = (expected + 1).clamp_min(0)
         assert torch.equal(x, expected)
-        print("ok")
+        print("calls", launch_calls(lambda: k["vector_add"].vector_add(x, ones)))
     """)
-    env = dict(os.environ, KWB_PDL="0")
-    done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    calls = done.stdout.strip().splitlines()[-1]
+    assert calls.startswith("calls") and "cudaLaunchKernel" in calls and "LaunchKernelEx" not in calls, calls

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "kwb_dtype.h"
@@ -105,10 +107,9 @@ inline int sm_count() {
 // while the kernel before it in the stream still runs; wait_prior_grid() then holds it until
 // that kernel has ended and its writes are visible, so only the launch and the block dispatch
 // overlap the kernel before. Every such kernel calls wait_prior_grid() first, before any memory
-// access or early return, and release_next_grid() to let the next one dispatch (all of this
-// grid's blocks are resident by then, so the next one's blocks only take slots this one frees).
-// Both are no-ops for a <<<>>> launch and below sm_90. Inductor has the same (its enable_pdl),
-// off by default in torch 2.11.
+// access or early return, and release_next_grid() to let the next one dispatch (its blocks then
+// wait, resident, in whatever slots are free). Both are no-ops for a <<<>>> launch and compile to
+// nothing below sm_90. Inductor has the same (its enable_pdl), off by default in torch 2.11.
 __device__ __forceinline__ void wait_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -120,30 +121,39 @@ __device__ __forceinline__ void release_next_grid() {
 #endif
 }
 
-// Whether launch_kernel asks for programmatic dependent launch: on devices of compute
-// capability 9.0 or more, unless the environment sets KWB_PDL=0 (read once a process).
-inline bool pdl_enabled() {
+// Whether launch_kernel asks for programmatic dependent launch of `kernel` on the current
+// device: unless the environment sets KWB_PDL=0 (read once a process), when the code the device
+// runs was compiled for compute capability 9.0 or more. That is the kernel's PTX version, not the
+// device's: a build for 8.0+PTX runs on an H100 from compute_80 PTX, with no wait in it, and must
+// launch plainly. Asked of the runtime once a (device, kernel); a launch after that takes a lock
+// and a lookup among the module's few dozen kernels.
+inline bool pdl_enabled(const void* kernel) {
   static const bool off = [] {
     const char* v = std::getenv("KWB_PDL");
     return v != nullptr && v[0] == '0' && v[1] == '\0';
   }();
-  static signed char cache[64] = {0};  // 0: not asked yet, 1: yes, -1: no
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, bool> known;
   int device = 0;
-  if (off || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  if (cache[device] == 0) {
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cache[device] = major >= 9 ? 1 : -1;
-  }
-  return cache[device] > 0;
+  if (off || cudaGetDevice(&device) != cudaSuccess) return false;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(device, kernel);
+  auto found = known.find(key);
+  if (found != known.end()) return found->second;
+  cudaFuncAttributes attributes = {};
+  const bool pdl = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
+  // a failed query leaves its error for last_launch_error() to report as the launch's; the launch
+  // below would fail the same way (no image for this device)
+  known.emplace(key, pdl);
+  return pdl;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where
-// pdl_enabled(). Errors land where a <<<>>> launch's do: last_launch_error().
+// pdl_enabled(kernel). Errors land where a <<<>>> launch's do: last_launch_error().
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    Args&&... args) {
-  if (!pdl_enabled()) {
+  if (!pdl_enabled(reinterpret_cast<const void*>(kernel))) {
     kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
     return;
   }
