@@ -137,7 +137,9 @@ variant 28: the shipped register path for exact rows (norm_forward_regs) with th
            read beside x's, before the reductions, as Inductor's triton_per_ kernels load theirs
            (kEarlyWeight; shipped for RMSNorm since a6b01cd, so variant 0 is 28 there)
 variant 29: the same kernel with the weight read after the reductions, a vector at a time (shipped
-           before a6b01cd, and for LayerNorm)
+           before a6b01cd, and for LayerNorm). Both launch with <<<>>>: with KWB_PDL=1, variant 0
+           (kwb_norm.cuh's launch, programmatic dependent launch) against 28 (RMSNorm) or 29
+           (LayerNorm) is PDL against none, the kernel the same
 variants 30 and 31 (removed; their code is at b8017f6): the weight read behind x's loads, by making
            its address depend on the thread's sum of squares (30; ptxas then sank the loads past the
            row's reduction) or by plain loads after x's (31; issued once x's values arrived).

@@ -1,8 +1,10 @@
 """Programmatic dependent launch (kwb_cuda.cuh's launch_kernel) on a GPU: a kernel dispatched
 while the one before it still runs must not read that one's output, or write memory it still
 reads, before it ends. Chains of dependent kwb kernels, back to back on one stream and replayed
-from a CUDA graph, against PyTorch; which launch call the profiler sees (cudaLaunchKernelExC
-with PDL, cudaLaunchKernel without); and KWB_PDL=0 in a fresh process."""
+from a CUDA graph, against PyTorch, in this process (PDL as the environment sets it: run the
+suite with KWB_PDL=1 to test it here too) and in fresh processes with KWB_PDL=1, unset and 0,
+each with the launch call the profiler sees (cudaLaunchKernelExC with PDL, cudaLaunchKernel
+without)."""
 from __future__ import annotations
 
 import os
@@ -63,7 +65,7 @@ def _map_chain(k, x, ones):
     return x
 
 
-def test_a_chain_of_dependent_maps_matches_eager(kernels):
+def check_map_chain(kernels):
     x0 = torch.randint(-20, 20, (N,), device="cuda").float()  # small integers: every step is exact
     ones = torch.ones(N, device="cuda")
     expected = x0.clone()
@@ -72,7 +74,7 @@ def test_a_chain_of_dependent_maps_matches_eager(kernels):
     assert torch.equal(_map_chain(kernels, x0, ones), expected)
 
 
-def test_a_chain_of_dependent_maps_replayed_from_a_cuda_graph(kernels):
+def check_map_chain_in_a_graph(kernels):
     x0 = torch.randint(-20, 20, (N,), device="cuda").float()
     ones = torch.ones(N, device="cuda")
     _map_chain(kernels, x0, ones)  # loaded and warm before capture
@@ -89,9 +91,7 @@ def test_a_chain_of_dependent_maps_replayed_from_a_cuda_graph(kernels):
         assert torch.equal(out, expected)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape", [(4096, 1024), (999, 4096), (37, 3000)])
-def test_chained_norm_forward_and_backward_match_eager(kernels, dtype, shape):
+def check_norm_chain(kernels, dtype, shape):
     g = torch.Generator(device="cuda").manual_seed(1)
     x = torch.randn(shape, device="cuda", dtype=dtype, generator=g, requires_grad=True)
     w = torch.rand(shape[1], device="cuda", dtype=dtype, generator=g) + 0.5
@@ -112,44 +112,54 @@ def test_chained_norm_forward_and_backward_match_eager(kernels, dtype, shape):
     torch.testing.assert_close(gw.float(), rw, atol=tol["atol"] * shape[0] ** 0.5, rtol=tol["rtol"])
 
 
-def _needs_pdl():
+def test_a_chain_of_dependent_maps_matches_eager(kernels):
+    check_map_chain(kernels)
+
+
+def test_a_chain_of_dependent_maps_replayed_from_a_cuda_graph(kernels):
+    check_map_chain_in_a_graph(kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(4096, 1024), (999, 4096), (37, 3000)])
+def test_chained_norm_forward_and_backward_match_eager(kernels, dtype, shape):
+    check_norm_chain(kernels, dtype, shape)
+
+
+def _needs_sm90():
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("programmatic dependent launch needs compute capability 9.0 or more")
-    if os.environ.get("KWB_PDL") == "0":
-        pytest.skip("KWB_PDL=0 is set in this environment: kwb launches without PDL")
 
 
-def test_the_map_and_the_norms_launch_with_pdl(kernels):
-    _needs_pdl()
-    x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
-    w = torch.rand(1024, device="cuda", dtype=torch.bfloat16)
-    for name, fn in [("vector_add", lambda: kernels["vector_add"].vector_add(x, x)),
-                     ("rmsnorm", lambda: kernels["rmsnorm"].rmsnorm(x, w))]:
-        calls = launch_calls(fn)
-        assert any("LaunchKernelEx" in c for c in calls), f"{name}: launched by {calls}"
-
-
-# KWB_PDL=0, and a build from compute_80 PTX, whose kernels have no griddepcontrol.wait (it is
-# sm_90 PTX) though the device is an H100: both must launch with <<<>>>
-@pytest.mark.parametrize("env", [{"KWB_PDL": "0"}, {"KWB_CUDA_ARCH": "8.0+PTX"}], ids=["KWB_PDL=0", "built-for-8.0+PTX"])
-def test_launches_plainly_where_pdl_is_off_or_not_compiled_in(env):
-    _needs_pdl()
+# In a fresh process (kwb reads KWB_PDL once a process): the chains above, then which call
+# launched the map and the norm. KWB_PDL=1 must launch with PDL; unset (the default), KWB_PDL=0,
+# and a build from compute_80 PTX (no griddepcontrol.wait in it: that is sm_90 PTX) on this
+# sm_90 device must launch with <<<>>>.
+@pytest.mark.parametrize(("env", "pdl"), [({"KWB_PDL": "1"}, True), ({}, False), ({"KWB_PDL": "0"}, False),
+                                          ({"KWB_PDL": "1", "KWB_CUDA_ARCH": "8.0+PTX"}, False)],
+                         ids=["KWB_PDL=1", "default", "KWB_PDL=0", "KWB_PDL=1-built-for-8.0+PTX"])
+def test_chains_and_the_launch_call_in_a_fresh_process(env, pdl):
+    _needs_sm90()
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         import torch, workbench as wb
-        from test_pdl_gpu import launch_calls
-        k = {{name: wb.load(name, device="cuda") for name in ("vector_add", "relu_scale")}}
-        x = torch.randint(-20, 20, ({N},), device="cuda").float()
-        ones = torch.ones_like(x)
-        expected = x.clone()
-        for _ in range({STEPS}):
-            x = k["relu_scale"].relu_scale(k["vector_add"].vector_add(x, ones), 1.0)
-            expected = (expected + 1).clamp_min(0)
-        assert torch.equal(x, expected)
-        print("calls", launch_calls(lambda: k["vector_add"].vector_add(x, ones)))
+        import test_pdl_gpu as t
+        k = {{name: wb.load(name, device="cuda") for name in ("vector_add", "relu_scale", "rmsnorm", "layernorm")}}
+        t.check_map_chain(k)
+        t.check_map_chain_in_a_graph(k)
+        for dtype in (torch.float32, torch.bfloat16):
+            t.check_norm_chain(k, dtype, (999, 4096))
+        x = torch.randn(4096, 1024, device="cuda", dtype=torch.bfloat16)
+        w = torch.rand(1024, device="cuda", dtype=torch.bfloat16)
+        print("map", t.launch_calls(lambda: k["vector_add"].vector_add(x, x)))
+        print("norm", t.launch_calls(lambda: k["rmsnorm"].rmsnorm(x, w)))
     """)
-    done = subprocess.run([sys.executable, "-c", script], check=False, env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    child_env = {key: value for key, value in os.environ.items() if key != "KWB_PDL"}
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=dict(child_env, **env), capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    calls = done.stdout.strip().splitlines()[-1]
-    assert calls.startswith("calls") and "cudaLaunchKernel" in calls and "LaunchKernelEx" not in calls, calls
+    lines = done.stdout.strip().splitlines()[-2:]
+    assert [line.split()[0] for line in lines] == ["map", "norm"], done.stdout[-2000:]
+    for line in lines:
+        assert ("LaunchKernelEx" in line) == pdl and "Launch" in line, line
