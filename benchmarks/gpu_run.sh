@@ -12,6 +12,8 @@
 #           in KWB_VARIANT_ARGS_<name>, else KWB_VARIANT_ARGS; ncu's kernels a regex in KWB_NCU_KERNELS),
 #           into benchmarks/variants/<device>/bench.csv, and ncu's view of each launched once where
 #           the script takes --once (only when named)
+#   repeat  benchmarks/bench_row_repeat.py with KWB_REPEAT_ARGS (a row a run found wrong, from its seed),
+#           with PDL as the environment sets it, then with KWB_PDL=0 (only when named)
 #   inductor benchmarks/inductor_kernels.py: torch.compile's Triton kernels and chosen configs for the
 #           kernels in KWB_INDUCTOR_KERNELS (options in KWB_INDUCTOR_ARGS), into <run>/inductor/ (only when named)
 #   ncu     benchmarks/ncu_compare.py under Nsight Compute for each case in KWB_NCU_COMPARE (only when named)
@@ -164,6 +166,17 @@ if wants variants; then
   done
   cp -r "benchmarks/variants/$slug" "$run_dir/variants" 2>/dev/null
   fact variants_s "$(since "$t")"
+fi
+
+if wants repeat; then
+  t=$(now)
+  # shellcheck disable=SC2086  # KWB_REPEAT_ARGS: the script's options ("bias_gelu --op ... --seed ...")
+  { python benchmarks/bench_row_repeat.py ${KWB_REPEAT_ARGS:-}; KWB_PDL=0 python benchmarks/bench_row_repeat.py ${KWB_REPEAT_ARGS:-}; } \
+    > "$out/bench_row_repeat.log" 2>&1
+  fact repeat_rc "$?"
+  fact repeat_s "$(since "$t")"
+  cp "$out/bench_row_repeat.log" "$run_dir/" 2>/dev/null
+  grep -E "^(repeat|KWB_PDL)" "$out/bench_row_repeat.log"
 fi
 
 if wants inductor; then

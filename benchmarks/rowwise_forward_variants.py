@@ -137,9 +137,14 @@ variant 28: the shipped register path for exact rows (norm_forward_regs) with th
            read beside x's, before the reductions, as Inductor's triton_per_ kernels load theirs
            (kEarlyWeight; shipped for RMSNorm since a6b01cd, so variant 0 is 28 there)
 variant 29: the same kernel with the weight read after the reductions, a vector at a time (shipped
-           before a6b01cd, and for LayerNorm). Both launch with <<<>>>: with KWB_PDL=1, variant 0
-           (kwb_norm.cuh's launch, programmatic dependent launch) against 28 (RMSNorm) or 29
+           before a6b01cd, and for LayerNorm). Both launch with <<<>>>: variant 0 (kwb_norm.cuh's
+           launch, programmatic dependent launch unless KWB_PDL=0) against 28 (RMSNorm) or 29
            (LayerNorm) is PDL against none, the kernel the same
+variants 40 and 41: 28 and 29 launched as the shipped kernels are (kwb::launch_kernel: PDL unless
+           KWB_PDL=0), so the weight's early read and PDL are two factors, each timed with the
+           other on and off (H100, 81f751c, bf16 RMSNorm 4096 x 1024, us a call; v0 = early + PDL /
+           v28 / v29 / compile: events 10.59 / 10.62 / 10.14 / 10.02; graphs over 26 copies 5.50 /
+           6.01 / 6.29 / 6.16)
 variants 30 and 31 (removed; their code is at b8017f6): the weight read behind x's loads, by making
            its address depend on the thread's sum of squares (30; ptxas then sank the loads past the
            row's reduction) or by plain loads after x's (31; issued once x's values arrived).
@@ -826,7 +831,7 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
 // Variants 28 and 29: the shipped register path for exact rows (norm_forward_regs) with the weight
 // read beside x or after the reductions, whatever the shipped rule (kwb::norm_early_weight) picks
 // for this op and dtype.
-template <int kOp, typename T, bool kEarly>
+template <int kOp, typename T, bool kEarly, bool kPdl = false>
 const char* shipped_exact(const Args& a, cudaStream_t stream) {
   if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {
     return "does not apply: the weight is the norms'";
@@ -835,8 +840,9 @@ const char* shipped_exact(const Args& a, cudaStream_t stream) {
     if (e.tpr == 0) return "does not apply: not an exact row";
     const kwb::NormParams p{a.x, a.w, a.b, a.y, a.mean, a.rstd, a.rows, a.cols, a.eps};
     return KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kEarly>
-          <<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
+      auto kernel = kwb::norm_forward_regs<T, 16 / sizeof(T), kVecs, kOp == kLayerNorm, kTpr, kEarly>;
+      if constexpr (kPdl) kwb::launch_kernel(kernel, e.launch_blocks(), e.block, 0, stream, p, kTpr);
+      else kernel<<<e.launch_blocks(), e.block, 0, stream>>>(p, kTpr);
       return kwb::last_launch_error();
     });
   }
@@ -901,6 +907,8 @@ const char* run(const Args& a, int variant, cudaStream_t stream) {
     case 26: return shipped_reread_persistent<kOp, T, 6>(a, stream);
     case 28: return shipped_exact<kOp, T, true>(a, stream);
     case 29: return shipped_exact<kOp, T, false>(a, stream);
+    case 40: return shipped_exact<kOp, T, true, true>(a, stream);
+    case 41: return shipped_exact<kOp, T, false, true>(a, stream);
     case 32:
     case 33:
     case 34:
@@ -981,7 +989,7 @@ std::vector<at::Tensor> rowwise_forward_variant(const at::Tensor& x, const at::T
 OPS = {"softmax": 0, "layernorm": 1, "rmsnorm": 2}
 EPS = {"softmax": 0.0, "layernorm": 1e-5, "rmsnorm": 1e-6}  # the specs' (kernels/*/spec.py)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34, 35, 36, 37, 38, 39)
+VARIANTS = tuple(range(27)) + (28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41)
 GRAPH_CALLS = 200  # calls a CUDA graph holds with --in-turns: ~1.4 ms of 7 us calls a replay
 
 
