@@ -18,7 +18,7 @@ variant "v8x2 B": two 8-byte vectors a thread, B apart, both loads before either
                    16 bytes (b8017f6) and ×0.94-0.98 at 8 (7dfb843, 28ba9f5), where as graph replays 8
                    bytes won (×0.994 against ×0.973): does one wave keep the events rows?
 variant "plain B": "block B"'s kernel launched with <<<>>>: where "block B" (kwb::elementwise) asks
-                   for programmatic dependent launch (KWB_PDL=1 on sm_90, kwb_cuda.cuh's launch_kernel),
+                   for programmatic dependent launch (on sm_90 unless KWB_PDL=0, kwb_cuda.cuh's launch_kernel),
                    this is its control
 "v8 B" (6509aca; now "block B"): the map at 8-byte vectors, two floats or four halves a thread:
                    Inductor's pick for the fp32 add at 2^20 on the H100 at 07f59c1 (XBLOCK 512, 256
