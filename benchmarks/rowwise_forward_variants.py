@@ -135,16 +135,19 @@ variant 27 (removed; its code is at 0c7e09f): the shipped register path for exac
            loads queue behind. Not shipped (kernels/layernorm/NOTES.md, "Round 16")
 variant 28: the shipped register path for exact rows (norm_forward_regs) with the weight's vectors
            read beside x's, before the reductions, as Inductor's triton_per_ kernels load theirs
-           (kEarlyWeight; shipped for RMSNorm since a6b01cd, so variant 0 is 28 there)
+           (kEarlyWeight; shipped for RMSNorm from a6b01cd until PDL, variant 0 then 40 there; since,
+           variant 0 is 41 for both norms)
 variant 29: the same kernel with the weight read after the reductions, a vector at a time (shipped
            before a6b01cd, and for LayerNorm). Both launch with <<<>>>: variant 0 (kwb_norm.cuh's
            launch, programmatic dependent launch unless KWB_PDL=0) against 28 (RMSNorm) or 29
            (LayerNorm) is PDL against none, the kernel the same
 variants 40 and 41: 28 and 29 launched as the shipped kernels are (kwb::launch_kernel: PDL unless
            KWB_PDL=0), so the weight's early read and PDL are two factors, each timed with the
-           other on and off (H100, 81f751c, bf16 RMSNorm 4096 x 1024, us a call; v0 = early + PDL /
-           v28 / v29 / compile: events 10.59 / 10.62 / 10.14 / 10.02; graphs over 26 copies 5.50 /
-           6.01 / 6.29 / 6.16)
+           other on and off (H100, 44cf259, bf16 RMSNorm, us a call; v40 / v28 / v29 / v41 /
+           compile: 4096 x 1024 events 10.72 / 10.69 / 10.27 / 10.27 / 10.13, graphs over 26 copies
+           5.50 / 6.01 / 6.28 / 5.75 / 6.16; 16384 x 4096 events 90.69 / 90.69 / 91.04 / 91.07 /
+           94.40, graphs 90.09 / 90.66 / 91.30 / 90.61 / 91.35): PDL is worth 0.25-0.5 us a graph
+           replay and nothing with events, the late weight 0.4 us with events; 41 shipped
 variants 30 and 31 (removed; their code is at b8017f6): the weight read behind x's loads, by making
            its address depend on the thread's sum of squares (30; ptxas then sank the loads past the
            row's reduction) or by plain loads after x's (31; issued once x's values arrived).

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     // Read late, w and b go through the read-only path (ld.global.nc): y may alias them for all
     // the compiler knows, and a plain load of vector i + 1 waits behind vector i's store. All 4
     // loaded at once here spilled 66-240 bytes at 64 registers in 16-bit types (LayerNorm's weight
-    // and bias), where RMSNorm's weight read beside x fits (norm_early_weight()).
+    // and bias); RMSNorm's weight read beside x fits, and is not shipped (norm_early_weight()).
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!has(i) || n == 0) continue;
@@ -851,12 +851,16 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   return L.grid * L.rows_per_block;
 }
 
-// Where exact rows read the weight early: RMSNorm's at up to 4 vectors a thread, which fit 64
-// registers beside x's with no spill (ptxas, sm_90). LayerNorm's 16-bit rows spilled 8-28 bytes
-// with it, and fp32 rows of 1024 (8 vectors) 68 (RMSNorm; 13.3 against 7.8 us a replay).
+// Where exact rows read the weight early: nowhere since programmatic dependent launch. RMSNorm's
+// rows of up to 4 vectors a thread did (64 registers, no spill): it won CUDA-graph replays and
+// lost the calls timed with events, each behind a write over twice the L2. With PDL the late read
+// keeps the graph rows too (bf16 4096 x 1024, H100, 44cf259, us a call; early / late, both with
+// PDL / torch.compile): events 10.72 / 10.27 / 10.13, graph replays over 26 input copies 5.50 /
+// 5.75 / 6.16; at 16384 x 4096, 90.69 / 91.07 / 94.40 and 90.09 / 90.61 / 91.35
+// (rowwise_forward_variants.py 40 and 41). LayerNorm's 16-bit rows spilled 8-28 bytes with it.
 template <bool kCentered>
-constexpr bool norm_early_weight(int vecs) {
-  return vecs <= 4 && !kCentered;
+constexpr bool norm_early_weight(int /*vecs*/) {
+  return false;
 }
 
 template <typename T, bool kCentered>
