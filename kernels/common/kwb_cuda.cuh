@@ -4,10 +4,12 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "kwb_dtype.h"
@@ -110,6 +112,9 @@ inline int sm_count() {
 // access or early return, and release_next_grid() to let the next one dispatch (its blocks then
 // wait, resident, in whatever slots are free). Both are no-ops for a <<<>>> launch and compile to
 // nothing below sm_90. Inductor has the same (its enable_pdl), off by default in torch 2.11.
+// A kernel of another library launched with PDL right after one of these may start at once (the
+// release is the first statement here): that library's own wait, before it touches memory, is
+// what orders it, as it is after any kernel that releases early.
 __device__ __forceinline__ void wait_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -121,19 +126,24 @@ __device__ __forceinline__ void release_next_grid() {
 #endif
 }
 
+// KWB_PDL set to 0, false, off or no (any case): programmatic dependent launch off.
+inline bool pdl_turned_off(const char* v) {
+  if (v == nullptr) return false;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "0" || s == "false" || s == "off" || s == "no";
+}
+
 // Whether launch_kernel asks for programmatic dependent launch of `kernel` on the current
-// device: unless the environment sets KWB_PDL=0 (read once a process; on an H100 PDL took the
-// map's CUDA-graph replays at 2^20 from 4.89 to 4.26 us fp32 and 3.35 to 2.75 us bf16, where
-// torch.compile ran 4.88 and 3.38), and where the code the device runs was compiled for
+// device: unless the environment turns it off (KWB_PDL=0, read once a process; on an H100 PDL
+// took the map's CUDA-graph replays at 2^20 from 4.89 to 4.26 us fp32 and 3.35 to 2.75 us bf16,
+// where torch.compile ran 4.88 and 3.38), and where the code the device runs was compiled for
 // compute capability 9.0 or more. That is the kernel's PTX version, not the device's: a build
 // for 8.0+PTX runs on an H100 from compute_80 PTX, with no wait in it, and must launch plainly.
 // Asked of the runtime once a (device, kernel); a launch after that takes a lock and a lookup
 // among the module's few dozen kernels.
 inline bool pdl_enabled(const void* kernel) {
-  static const bool on = [] {
-    const char* v = std::getenv("KWB_PDL");
-    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool on = !pdl_turned_off(std::getenv("KWB_PDL"));
   static std::mutex mutex;
   static std::map<std::pair<int, const void*>, bool> known;
   int device = 0;
@@ -143,9 +153,11 @@ inline bool pdl_enabled(const void* kernel) {
   auto found = known.find(key);
   if (found != known.end()) return found->second;
   cudaFuncAttributes attributes = {};
-  const bool pdl = cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess && attributes.ptxVersion >= 90;
-  // a failed query leaves its error for last_launch_error() to report as the launch's; the launch
-  // below would fail the same way (no image for this device)
+  // a failed query (no image for this device, or an earlier asynchronous error it returned) is
+  // not remembered: this launch goes plainly and reports the error as its own, through
+  // last_launch_error(), and the next launch asks again
+  if (cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess) return false;
+  const bool pdl = attributes.ptxVersion >= 90;
   known.emplace(key, pdl);
   return pdl;
 }

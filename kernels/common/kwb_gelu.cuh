@@ -9,7 +9,7 @@
 //               reference, numpy), which 8192 rows summed into a bias gradient 1e-4 off
 //               (bias_gelu's fp32 step on the H100, seed 1999399800); as e s: 2e-7
 //   erf form:   0.5 x (1 + erf(x / sqrt 2));  d/dx = Phi(x) + x phi(x)
-// One exp per element instead of tanh's; for x below about -9, exp(-2u) is inf and both
+// One exp per element instead of tanh's; for x below about -10 (fp32), exp(-2u) is inf and both
 // the value and the gradient come out as (signed) zero, as they should (e s is then inf * 0,
 // which the derivative takes as 1 - s = 1).
 #pragma once

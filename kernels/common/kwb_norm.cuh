@@ -56,11 +56,12 @@ struct MeanM2Combine {
 // compile-time constants; 0: any row the register path holds, tpr given at launch.
 // kEarlyWeight (exact rows only): the weight's vectors read into registers beside x's (ptxas issues
 // them first), as Inductor's persistent reductions load theirs, not after the reductions a vector at a
-// time: the row's last L1/L2 round trip leaves its critical path, for kVecs vectors of registers
-// (norm_early_weight() says where). bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2 (H100):
-// 4.30 us early, 4.83 late, torch.compile 4.48-4.50; read behind x's loads instead, 4.74-4.76
-// (benchmarks/rowwise_forward_variants.py, variants 28-29, and 30-31 at b8017f6; kernels/rmsnorm/NOTES.md,
-// "Round 21").
+// time: the row's last L1/L2 round trip leaves its critical path, for kVecs vectors of registers.
+// bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2, plain launches (H100): 4.30 us early,
+// 4.83 late, torch.compile 4.48-4.50 (kernels/rmsnorm/NOTES.md, "Round 21"). Not shipped since
+// programmatic dependent launch (norm_early_weight()); where PDL is off (KWB_PDL=0, below sm_90, an
+// 8.0+PTX build) the late read gives that graph-replay lead back. Kept for rowwise_forward_variants.py
+// (28, 40).
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
 __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs)) norm_forward_regs(NormParams p, int tpr_arg) {
   wait_prior_grid();  // first: see kwb_cuda.cuh

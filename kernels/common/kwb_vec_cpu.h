@@ -6,6 +6,7 @@
 // so an fp32 row of 262144 sums as accurately as the double loop it replaced and as fast as a
 // float one.
 #pragma once
+#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
@@ -165,15 +166,19 @@ struct RowBlocks {
 };
 
 // out[c] = sum over blocks b of partial[b * cols + c], in block order, in double (a partial row
-// per 64 rows or more: a 64th of the pass that wrote them).
+// per 64 rows or more: a 64th of the pass that wrote them), the columns split among threads
+// where there are enough sums to share (~64K adds a task).
 template <typename T>
 void add_blocks(const T* partial, int64_t blocks, int64_t cols, T* out) {
-  std::vector<double> sums(static_cast<size_t>(cols), 0.0);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const T* row = partial + b * cols;
-    for (int64_t c = 0; c < cols; ++c) sums[c] += static_cast<double>(row[c]);
-  }
-  for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<T>(sums[c]);
+  const int64_t grain = std::max<int64_t>(256, (int64_t(1) << 16) / std::max<int64_t>(blocks, 1));
+  at::parallel_for(0, cols, grain, [=](int64_t c0, int64_t c1) {
+    std::vector<double> sums(static_cast<size_t>(c1 - c0), 0.0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const T* row = partial + b * cols;
+      for (int64_t c = c0; c < c1; ++c) sums[c - c0] += static_cast<double>(row[c]);
+    }
+    for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<T>(sums[c - c0]);
+  });
 }
 
 }  // namespace kwb
