@@ -6,12 +6,14 @@ mode) or from a race (verdicts that change between repeats, or with KWB_PDL=0).
         --size 8192x8192 --backward --seed 1999399800 --repeat 3
 
 The seed is the one `kwb run` prints ("pass seed=... to repeat these inputs"): with the same op,
-dtype and size it draws the same inputs. Prints each repeat's rows (op, verdict, median).
+dtype and size it draws the same inputs. Prints each repeat's rows (op, verdict, median); exits 1
+where any row was not timed (wrong, or an error).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import workbench as wb
 
@@ -30,6 +32,7 @@ def main() -> None:
         ap.error(f"--repeat: at least 1, got {args.repeat}")
     size = tuple(int(n) for n in args.size.lower().split("x"))
     print(f"KWB_PDL={os.environ.get('KWB_PDL', '(unset)')}")
+    untimed = 0
     for i in range(args.repeat):
         report = wb.bench(args.kernel, ops=[args.op], dtypes=args.dtype, sizes=[size], seed=args.seed,
                           backward=args.backward, baselines="none", graphs=False, launches=False)
@@ -37,8 +40,10 @@ def main() -> None:
             median = row.get("median_us")
             timing = f"{median:.1f} us" if isinstance(median, float) else "not timed"
             print(f"repeat {i + 1}: {row['op']} {row['dtype']} {row['shape']}: {row.get('status') or 'ok'}, {timing}")
+            untimed += not isinstance(median, float)
         for note in report.notes:
             print(f"repeat {i + 1}: note: {note}")
+    sys.exit(1 if untimed else 0)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from gelu_grads import fp32_gelu_grads_against_float64
 
 import workbench as wb
 from workbench.harness import launches
@@ -291,8 +292,6 @@ def test_bias_gelu_bf16_8192x8192(kernels, approximate):
 def test_bias_gelu_fp32_grads_of_8192x8192_hold_the_spec_bound(kernels, approximate):
     # the tanh form's 1 - sigmoid cancelled above x ~ 2 (2e-6 an element, eager fp32 1.2e-6), and
     # 8192 rows summed that into a grad_bias 1e-4 off (kwb run --full, seed 1999399800, H100)
-    from test_fused_kernels_cpu import fp32_gelu_grads_against_float64
-
     kwb_x, eager_x, beyond = fp32_gelu_grads_against_float64(kernels["bias_gelu"], 8192, 8192, approximate, "cuda")
     assert kwb_x <= 1.5 * eager_x, f"grad_x: {kwb_x:.2e} off float64, eager fp32 {eager_x:.2e}"
     assert beyond <= 0, f"grad_bias: {beyond:.2e} beyond 1e-4 + 1e-5 |ref| of float64"

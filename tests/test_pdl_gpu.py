@@ -81,7 +81,8 @@ def check_map_chain_in_a_graph(kernels):
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = _map_chain(kernels, x0, ones)
+        # a copy node first: the chain's first kernel follows a memcpy, not a kernel
+        out = _map_chain(kernels, x0.clone(), ones)
     for start in (0.0, 5.0, -7.0):  # new inputs each replay: the output must follow them
         x0.copy_(torch.randint(-20, 20, (N,), device="cuda").float() + start)
         graph.replay()
@@ -169,11 +170,12 @@ def _needs_sm90():
 
 # In a fresh process (kwb reads KWB_PDL once a process): the chains above, then which call
 # launched the map and the norm. Unset (the default) and KWB_PDL=1 must launch with PDL; KWB_PDL=0
-# and a build from compute_80 PTX (no griddepcontrol.wait in it: that is sm_90 PTX) on this
-# sm_90 device must launch with <<<>>>.
+# (or off, false, no) and a build from compute_80 PTX (no griddepcontrol.wait in it: that is
+# sm_90 PTX) on this sm_90 device must launch with <<<>>>.
 @pytest.mark.parametrize(("env", "pdl"), [({"KWB_PDL": "1"}, True), ({}, True), ({"KWB_PDL": "0"}, False),
+                                          ({"KWB_PDL": "Off"}, False),
                                           ({"KWB_PDL": "1", "KWB_CUDA_ARCH": "8.0+PTX"}, False)],
-                         ids=["KWB_PDL=1", "default", "KWB_PDL=0", "KWB_PDL=1-built-for-8.0+PTX"])
+                         ids=["KWB_PDL=1", "default", "KWB_PDL=0", "KWB_PDL=Off", "KWB_PDL=1-built-for-8.0+PTX"])
 def test_chains_and_the_launch_call_in_a_fresh_process(env, pdl):
     _needs_sm90()
     script = textwrap.dedent(f"""
@@ -202,8 +204,8 @@ def test_chains_and_the_launch_call_in_a_fresh_process(env, pdl):
 
 
 # The kernels are deterministic (fixed-order sums, no atomics), so a launch with PDL must give the
-# bits a plain launch gives: the norm chain, and bias_gelu's training step (a map forward, then
-# the backward's partial sums, plain, and column sums with PDL) at 8192 x 8192.
+# bits a plain launch gives: the norm chain, and bias_gelu's training step at 8192 x 8192 (its
+# forward and the backward's partial sums launch plainly, the column sums after them with PDL).
 BITS_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
