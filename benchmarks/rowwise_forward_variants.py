@@ -833,7 +833,7 @@ const char* shipped_reread_persistent(const Args& a, cudaStream_t stream) {
 
 // Variants 28 and 29 (40 and 41 with kPdl): the shipped register path for exact rows
 // (norm_forward_regs) with the weight read beside x or after the reductions, as the variant says,
-// whatever the shipped rule (kwb::norm_early_weight) picks for this op and dtype.
+// whatever the shipped launch (kwb::norm_forward) picks for this op and dtype.
 template <int kOp, typename T, bool kEarly, bool kPdl = false>
 const char* shipped_exact(const Args& a, cudaStream_t stream) {
   if constexpr (kOp != kLayerNorm && kOp != kRmsNorm) {

@@ -59,7 +59,7 @@ struct MeanM2Combine {
 // time: the row's last L1/L2 round trip leaves its critical path, for kVecs vectors of registers.
 // bf16 RMSNorm 4096 x 1024, CUDA-graph replays from the L2, plain launches (H100): 4.30 us early,
 // 4.83 late, torch.compile 4.48-4.50 (kernels/rmsnorm/NOTES.md, "Round 21"). Not shipped since
-// programmatic dependent launch (norm_early_weight()); where PDL is off (KWB_PDL=0, below sm_90, an
+// programmatic dependent launch (norm_forward's launch); where PDL is off (KWB_PDL=0, below sm_90, an
 // 8.0+PTX build) the late read gives that graph-replay lead back. Kept for rowwise_forward_variants.py
 // (28, 40).
 template <typename T, int kVec, int kVecs, bool kCentered, int kTpr = 0, bool kEarlyWeight = false>
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(row_max_threads(kVecs), row_min_blocks(kVecs))
     // Read late, w and b go through the read-only path (ld.global.nc): y may alias them for all
     // the compiler knows, and a plain load of vector i + 1 waits behind vector i's store. All 4
     // loaded at once here spilled 66-240 bytes at 64 registers in 16-bit types (LayerNorm's weight
-    // and bias); RMSNorm's weight read beside x fits, and is not shipped (norm_early_weight()).
+    // and bias); RMSNorm's weight read beside x fits, and is not shipped (kEarlyWeight).
 #pragma unroll
     for (int i = 0; i < kVecs; ++i) {
       if (!has(i) || n == 0) continue;
@@ -852,18 +852,6 @@ int64_t norm_workspace_rows(int64_t rows, int64_t cols, bool aligned) {
   return L.grid * L.rows_per_block;
 }
 
-// Where exact rows read the weight early: nowhere since programmatic dependent launch. RMSNorm's
-// rows of up to 4 vectors a thread did (64 registers, no spill): it won CUDA-graph replays and
-// lost the calls timed with events, each behind a write over twice the L2. With PDL the late read
-// keeps the graph rows too (bf16 4096 x 1024, H100, 44cf259, us a call; early / late, both with
-// PDL / torch.compile): events 10.72 / 10.27 / 10.13, graph replays over 26 input copies 5.50 /
-// 5.75 / 6.16; at 16384 x 4096, 90.69 / 91.07 / 94.40 and 90.09 / 90.61 / 91.35
-// (rowwise_forward_variants.py 40 and 41). LayerNorm's 16-bit rows spilled 8-28 bytes with it.
-template <bool kCentered>
-constexpr bool norm_early_weight(int /*vecs*/) {
-  return false;
-}
-
 template <typename T, bool kCentered>
 const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream) {
   const int vec = row_vec<T>(p.cols, aligned);
@@ -874,10 +862,14 @@ const char* norm_forward(const NormParams& p, bool aligned, cudaStream_t stream)
   if (sizeof(T) == 4 && wide && p.cols == kRereadCols && p.rows <= 0x7fffffff) {
     launch_kernel(norm_forward_reread<kCentered>, static_cast<unsigned>(p.rows), kRereadBlock, 0, stream, p);
   } else if (e.tpr > 0) {
+    // The weight read late (kEarlyWeight false), RMSNorm's too: with PDL that keeps the graph rows
+    // and wins the events rows (bf16 4096 x 1024, H100, 44cf259, us a call; early / late, both
+    // with PDL / torch.compile): events 10.72 / 10.27 / 10.13, graph replays over 26 input copies
+    // 5.50 / 5.75 / 6.16; at 16384 x 4096, 90.69 / 91.07 / 94.40 and 90.09 / 90.61 / 91.35
+    // (rowwise_forward_variants.py 40 and 41).
     KWB_EXACT_SWITCH(e, T, kTpr, kVecs, [&] {
-      constexpr bool kEarly = norm_early_weight<kCentered>(kVecs);
-      launch_kernel(norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr, kEarly>, e.launch_blocks(), e.block, 0,
-                    stream, p, kTpr);
+      launch_kernel(norm_forward_regs<T, 16 / sizeof(T), kVecs, kCentered, kTpr>, e.launch_blocks(), e.block, 0, stream,
+                    p, kTpr);
     });
   } else if (L.vecs == 0) {
     if (wide) launch_kernel(norm_forward_loop<T, 16 / sizeof(T), kCentered>, L.launch_blocks(), L.block, 0, stream, p);
